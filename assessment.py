@@ -1,0 +1,170 @@
+"""The pipeline: files → facts → rules.dl evaluated in DuckDB → an `Assessment`.
+
+Nothing here judges code: findings, hot paths and (later) gates and verdict
+come out of `rules.dl`; this module gathers inputs and reads results back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from .context import Context
+from .engine import Database, Program, parse_program
+from .facts import Skipped, SourceText, extract_source, iter_sources
+from .facts.store import FactSet
+
+CONTEXT_RELATION = "context_number"
+
+
+@lru_cache(maxsize=4)
+def _program_from_text(text: str, source: str) -> Program:
+    return parse_program(text, source=source)
+
+
+def rules_text() -> str:
+    return resources.files("cpq").joinpath("rules.dl").read_text(encoding="utf-8")
+
+
+def load_program(rules_path: Path | None = None) -> Program:
+    if rules_path is not None:
+        return _program_from_text(rules_path.read_text(encoding="utf-8"), str(rules_path))
+    return _program_from_text(rules_text(), "rules.dl")
+
+
+@dataclass
+class Finding:
+    code: str
+    kind: str
+    title: str
+    recipe: str
+    file: str
+    line: int
+    function: str
+    hot: bool
+    counts: bool  # counts for the verdict (on a hot path or possibly so)
+    source_line: str = ""
+    suppressed: bool = False
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass
+class AuditNote:
+    kind: str
+    file: str
+    line: int
+    function: str
+    source_line: str = ""
+
+
+@dataclass
+class Assessment:
+    root: Path
+    context: Context
+    files: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    lines: int = 0
+    fact_count: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    audit_notes: list[AuditNote] = field(default_factory=list)
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+    sources: dict[str, list[str]] = field(default_factory=dict)
+    db: Database | None = None
+
+    def source_line(self, file: str, line: int) -> str:
+        lines = self.sources.get(file)
+        if not lines or not 1 <= line <= len(lines):
+            return ""
+        return lines[line - 1].strip()
+
+
+def manifest_facts() -> dict[str, list[tuple]]:
+    from .manifest import load
+
+    return load().datalog_facts()
+
+
+def collect_facts(root: Path) -> tuple[FactSet, list[str], list[Skipped], dict[str, list[str]], int]:
+    facts = FactSet()
+    files: list[str] = []
+    skipped: list[Skipped] = []
+    sources: dict[str, list[str]] = {}
+    total_lines = 0
+    for item in iter_sources(root):
+        if isinstance(item, Skipped):
+            skipped.append(item)
+            facts.add("skipped_file", (item.relpath, item.reason))
+            continue
+        result = extract_source(item) if isinstance(item, SourceText) else item
+        if isinstance(result, Skipped):
+            skipped.append(result)
+            facts.add("skipped_file", (result.relpath, result.reason))
+            continue
+        facts.add_file(result.rows, result.node_count)
+        files.append(result.relpath)
+        sources[result.relpath] = item.text.split("\n")
+        total_lines += result.lines
+    return facts, files, skipped, sources, total_lines
+
+
+def assess(path: Path, context: Context | None = None, rules_path: Path | None = None) -> Assessment:
+    started = time.perf_counter()
+    context = context or Context()
+    result = Assessment(root=path, context=context)
+    program = load_program(rules_path)
+    t0 = time.perf_counter()
+    facts, result.files, result.skipped, result.sources, result.lines = collect_facts(path)
+    t1 = time.perf_counter()
+    db = Database(program)
+    for relation in facts.rows:
+        db.load(relation, facts.arrow_table(relation))
+    db.load(CONTEXT_RELATION, context.facts())
+    if context.pattern:
+        db.load("context_symbol", [("pattern", context.pattern)])
+    for relation, rows in manifest_facts().items():
+        db.load(relation, rows)
+    result.fact_count = facts.count()
+    t2 = time.perf_counter()
+    db.evaluate()
+    t3 = time.perf_counter()
+    result.db = db
+    result.findings = read_findings(db, result)
+    result.audit_notes = [
+        AuditNote(kind, file, line, func, result.source_line(file, line))
+        for kind, file, line, func in db.rows("audit_note")
+    ]
+    result.timings = {"extract": t1 - t0, "load": t2 - t1, "evaluate": t3 - t2}
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def read_findings(db: Database, result: Assessment) -> list[Finding]:
+    info = {code: (kind, title, recipe) for code, kind, title, recipe in db.rows("code_info")}
+    hot = set(db.rows("finding_hot"))
+    counts = set(db.rows("finding_counts"))
+    findings = []
+    for code, file, line, func in db.rows("finding"):
+        kind, title, recipe = info[code]
+        findings.append(
+            Finding(
+                code=code,
+                kind=kind,
+                title=title,
+                recipe=recipe,
+                file=file,
+                line=line,
+                function=func,
+                hot=(code, file, line) in hot,
+                counts=(code, file, line) in counts,
+                source_line=result.source_line(file, line),
+            )
+        )
+    findings.sort(key=lambda f: (f.file, f.line, f.code))
+    return findings

@@ -1,0 +1,113 @@
+"""Find the files to assess under PATH and read them as text.
+
+Every file found ends in exactly one bucket: read (with its text) or skipped
+(with a reason a user can act on). Nothing is imported or executed.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+
+# Folders that hold no user source: version control, caches, virtual environments.
+SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", "__pycache__", ".cpq", ".tox", ".nox", ".mypy_cache",
+     ".pytest_cache", ".ruff_cache", "node_modules", ".ipynb_checkpoints"}
+)
+SOURCE_SUFFIXES = (".py",)
+
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+@dataclass(frozen=True)
+class SourceText:
+    relpath: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    relpath: str
+    reason: str
+
+
+def iter_sources(
+    root: Path, max_file_size: int = DEFAULT_MAX_FILE_SIZE
+) -> Iterator[SourceText | Skipped]:
+    """Yield every candidate file under `root` (or `root` itself), read or skipped."""
+    if root.is_file() or (root.is_symlink() and not root.is_dir()):
+        yield read_source(root, root.name, max_file_size)
+        return
+    real_root = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=None):
+        here = Path(dirpath)
+        kept = []
+        for d in sorted(dirnames):
+            full = here / d
+            if d in SKIP_DIRS or (full / "pyvenv.cfg").exists():
+                continue
+            if full.is_symlink():
+                continue  # symlinked folders are not followed (loops, trees outside PATH)
+            kept.append(d)
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            if not name.endswith(SOURCE_SUFFIXES):
+                continue
+            full = here / name
+            rel = full.relative_to(root).as_posix()
+            if full.is_symlink():
+                try:
+                    target = full.resolve(strict=True)
+                except (OSError, RuntimeError):
+                    yield Skipped(rel, "broken symlink")
+                    continue
+                if not target.is_relative_to(real_root):
+                    yield Skipped(rel, "symlink leaving the assessed tree (not followed)")
+                    continue
+            yield read_source(full, rel, max_file_size)
+
+
+def read_source(path: Path, relpath: str, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> SourceText | Skipped:
+    try:
+        size = path.stat().st_size
+        if size > max_file_size:
+            return Skipped(relpath, f"too large ({size:,} bytes > --max-file-size {max_file_size:,})")
+        data = path.read_bytes()
+    except OSError as exc:
+        return Skipped(relpath, f"unreadable: {exc.strerror or exc.__class__.__name__}")
+    text = decode_source(data)
+    if isinstance(text, Skipped):
+        return Skipped(relpath, text.reason)
+    return SourceText(relpath, text)
+
+
+def decode_source(data: bytes) -> str | Skipped:
+    if b"\x00" in data:
+        return Skipped("", "binary file (contains NUL bytes)")
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+        encoding = "utf-8"
+    else:
+        encoding = _declared_encoding(data) or "utf-8"
+    try:
+        text = data.decode(encoding)
+    except LookupError:
+        return Skipped("", f"unknown source encoding {encoding!r}")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return Skipped("", f"not valid {encoding} text (line {line}: {exc.reason})")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _declared_encoding(data: bytes) -> str | None:
+    for line in data.split(b"\n", 2)[:2]:
+        m = _CODING.match(line)
+        if m:
+            return m.group(1).decode("ascii", "replace")
+    return None

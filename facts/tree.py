@@ -1,0 +1,89 @@
+"""Parse Python source with ast-grep-py (tree-sitter) into a light Python tree.
+
+Crossing into the native parser costs a call per method, so the tree is read
+once into `PNode`s and every later pass walks plain Python objects.
+"""
+
+from __future__ import annotations
+
+from ast_grep_py import SgNode, SgRoot
+
+# Leaves whose text the extractor needs; every other node keeps only its kind.
+_TEXT_KINDS = frozenset(
+    {
+        "identifier",
+        "integer",
+        "float",
+        "string_content",
+        "escape_sequence",
+        "dotted_name",
+        "relative_import",
+        "import_prefix",
+        "comment",
+        "type",
+    }
+)
+
+
+class PNode:
+    __slots__ = ("kind", "line", "end_line", "children", "text", "named")
+
+    def __init__(
+        self, kind: str, line: int, end_line: int, named: bool, text: str | None
+    ) -> None:
+        self.kind = kind
+        self.line = line
+        self.end_line = end_line
+        self.named = named
+        self.text = text
+        self.children: list[PNode] = []
+
+    def named_children(self) -> list[PNode]:
+        return [c for c in self.children if c.named and c.kind != "comment"]
+
+    def child_of_kind(self, kind: str) -> PNode | None:
+        for c in self.children:
+            if c.kind == kind:
+                return c
+        return None
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"PNode({self.kind}@{self.line})"
+
+
+class ParseResult:
+    __slots__ = ("root", "error_line")
+
+    def __init__(self, root: PNode, error_line: int | None) -> None:
+        self.root = root
+        self.error_line = error_line  # first line of a syntax error, if any
+
+
+def parse(source: str) -> ParseResult:
+    root = SgRoot(source, "python").root()
+    error_line: list[int] = []
+    proot = _convert(root, error_line)
+    return ParseResult(proot, error_line[0] if error_line else None)
+
+
+def _convert(sg: SgNode, error_line: list[int]) -> PNode:
+    # Iterative, so a pathologically nested expression cannot exhaust the stack.
+    rng = sg.range()
+    top = PNode(sg.kind(), rng.start.line + 1, rng.end.line + 1, True, None)
+    stack: list[tuple[SgNode, PNode]] = [(sg, top)]
+    while stack:
+        node, pnode = stack.pop()
+        for child in node.children():
+            kind = child.kind()
+            named = child.is_named()
+            crng = child.range()
+            line = crng.start.line + 1
+            if kind == "ERROR" or (named and child.is_leaf() and kind == "MISSING"):
+                if not error_line or line < error_line[0]:
+                    error_line[:] = [line]
+            text = child.text() if kind in _TEXT_KINDS or (named and kind in ("true", "false", "none")) else None
+            pchild = PNode(kind, line, crng.end.line + 1, named, text)
+            pnode.children.append(pchild)
+            if not child.is_leaf() and kind not in ("string_content",):
+                stack.append((child, pchild))
+    return top
