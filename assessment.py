@@ -64,6 +64,49 @@ class AuditNote:
 
 
 @dataclass
+class Gate:
+    number: int
+    name: str
+    status: str
+    reason_key: str
+    reason: str = ""
+
+
+@dataclass
+class ApiGap:
+    api: str
+    level: str
+    glyph: str
+    file: str
+    line: int
+    hot: bool
+    note: str = ""
+
+
+@dataclass
+class Decision:
+    """What rules.dl decided beyond single findings: verdict, gates, pattern, size."""
+
+    verdict: str = "READY"
+    verdict_rule: int = 8
+    matched_rules: list[tuple[int, str]] = field(default_factory=list)
+    gates: list[Gate] = field(default_factory=list)
+    pattern: str = "unknown"
+    pattern_evidence: list[tuple[str, str, int]] = field(default_factory=list)
+    size_low: int | None = None
+    size_high: int | None = None
+    size_source: str = "default"
+    size_where: str = ""
+    per_gpu: tuple[int, int] | None = None
+    api_gaps: list[ApiGap] = field(default_factory=list)
+    batching: list[tuple[str, int]] = field(default_factory=list)
+    touchpoints: tuple[int, int] = (0, 0)
+    readiness: list[tuple[str, str]] = field(default_factory=list)
+    blocks_sites: int = 0
+    refactor_sites: int = 0
+
+
+@dataclass
 class Assessment:
     root: Path
     context: Context
@@ -77,6 +120,11 @@ class Assessment:
     timings: dict[str, float] = field(default_factory=dict)
     sources: dict[str, list[str]] = field(default_factory=dict)
     db: Database | None = None
+    decision: Decision = field(default_factory=Decision)
+
+    @property
+    def verdict(self) -> str:
+        return self.decision.verdict
 
     def source_line(self, file: str, line: int) -> str:
         lines = self.sources.get(file)
@@ -140,6 +188,7 @@ def assess(path: Path, context: Context | None = None, rules_path: Path | None =
         AuditNote(kind, file, line, func, result.source_line(file, line))
         for kind, file, line, func in db.rows("audit_note")
     ]
+    result.decision = read_decision(db)
     result.timings = {"extract": t1 - t0, "load": t2 - t1, "evaluate": t3 - t2}
     result.seconds = time.perf_counter() - started
     return result
@@ -168,3 +217,39 @@ def read_findings(db: Database, result: Assessment) -> list[Finding]:
         )
     findings.sort(key=lambda f: (f.file, f.line, f.code))
     return findings
+
+
+def _one(rows: list[tuple], default: tuple) -> tuple:
+    return rows[0] if rows else default
+
+
+def read_decision(db: Database) -> Decision:
+    from .manifest import load
+
+    d = Decision()
+    d.verdict, d.verdict_rule = _one(db.rows("verdict"), ("READY", 8))
+    d.matched_rules = sorted((r, v) for r, v in db.rows("verdict_rule"))
+    d.gates = [Gate(n, name, status, key) for n, name, status, key in sorted(db.rows("gate_status"))]
+    d.pattern = _one(db.rows("compute_pattern"), ("unknown",))[0]
+    d.pattern_evidence = sorted(db.rows("pattern_evidence"))
+    size = db.rows("problem_size")
+    if size:
+        d.size_low, d.size_high, d.size_source = size[0]
+    at = db.rows("inferred_elements_at")
+    if at and d.size_source == "inferred":
+        d.size_where = f"{at[0][0]}:{at[0][1]}"
+    per_gpu = db.rows("per_gpu")
+    d.per_gpu = per_gpu[0] if per_gpu else None
+    manifest = load()
+    for api, level, glyph, file, line, hot in db.rows("api_gap"):
+        entry = manifest.lookup(api)
+        d.api_gaps.append(
+            ApiGap(api, level, glyph, file, line, bool(hot), entry.note if entry else "")
+        )
+    d.api_gaps.sort(key=lambda g: (not g.hot, g.api, g.file, g.line))
+    d.batching = sorted(db.rows("batching_path"))
+    d.touchpoints = _one(db.rows("touchpoints"), (0, 0))
+    d.readiness = sorted(db.rows("readiness"))
+    d.blocks_sites = _one(db.rows("blocks_sites"), (0,))[0]
+    d.refactor_sites = _one(db.rows("refactor_sites"), (0,))[0]
+    return d

@@ -222,9 +222,17 @@ def facts(
     if relation is not None and relation not in INPUT_RELATIONS:
         raise fail(f"unknown relation {relation!r}; known: {', '.join(sorted(INPUT_RELATIONS))}")
     if out is not None:
+        from ..assessment import manifest_facts
+        from ..context import Context
         from .fact_export import write_souffle_facts
 
-        counts = write_souffle_facts(fact_set, out)
+        extra = {
+            "context_number": Context().facts(),
+            "context_symbol": [],
+            "suppressed": [],
+            **manifest_facts(),
+        }
+        counts = write_souffle_facts(fact_set, out, extra)
         if not state.quiet:
             typer.echo(
                 f"wrote {sum(counts.values()):,} facts in {len(counts)} files to {out}", err=True

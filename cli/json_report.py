@@ -1,0 +1,101 @@
+"""The JSON report (schema `cpq.report/1`, the minimum of report.md plus extras)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__
+from ..assessment import Assessment
+from ..context import ContextValue
+from .wording import fill_gate_reasons, verdict_reason
+
+SCHEMA = "cpq.report/1"
+
+
+def _ctx(value: ContextValue, where: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"value": value.low if value.low == value.high else None,
+                           "source": value.source}
+    if value.low is not None and value.high is not None and value.high != value.low:
+        out["range"] = [value.low, value.high]
+    if value.label:
+        out["label"] = value.label
+    if where:
+        out["where"] = where
+    return out
+
+
+def report_dict(a: Assessment) -> dict[str, Any]:
+    from ..manifest import load
+
+    fill_gate_reasons(a)
+    d = a.decision
+    manifest = load()
+    prov = manifest.provenance
+    elements = ContextValue(d.size_low, d.size_high, d.size_source)
+    context = {
+        "elements": _ctx(elements, d.size_where),
+        "gpus": _ctx(a.context.gpus),
+        "nodes": _ctx(a.context.nodes),
+        "gpu": _ctx(a.context.gpu),
+        "cpu_only": {"value": a.context.cpu_only, "source": "given" if a.context.cpu_only else "default"},
+    }
+    if d.per_gpu is not None:
+        context["elements_per_gpu"] = {"range": list(d.per_gpu), "source": "derived"}
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "cpq", "version": __version__},
+        "path": str(a.root),
+        "verdict": d.verdict,
+        "verdict_reason": verdict_reason(a),
+        "verdict_rule": d.verdict_rule,
+        "context": context,
+        "findings": [
+            {
+                "code": f.code,
+                "kind": f.kind,
+                "file": f.file,
+                "line": f.line,
+                "end_line": f.line,
+                "function": f.function,
+                "hot": f.hot,
+                "counts_for_verdict": f.counts,
+                "message": f"{f.title}: {f.source_line}" if f.source_line else f.title,
+                "recipe": f.recipe or None,
+                "suppressed": f.suppressed,
+            }
+            for f in a.findings
+        ],
+        "audit_notes": [
+            {"kind": n.kind, "file": n.file, "line": n.line, "function": n.function}
+            for n in a.audit_notes
+        ],
+        "api_gaps": [
+            {
+                "api": g.api,
+                "support": g.glyph,
+                "level": g.level,
+                "file": g.file,
+                "line": g.line,
+                "hot": g.hot,
+                "note": g.note,
+            }
+            for g in d.api_gaps
+        ],
+        "gates": [
+            {"gate": g.number, "name": g.name, "status": g.status, "reason": g.reason}
+            for g in d.gates
+        ],
+        "pattern": d.pattern,
+        "files": {
+            "assessed": len(a.files),
+            "lines": a.lines,
+            "skipped": [{"file": s.relpath, "reason": s.reason} for s in a.skipped],
+        },
+        "manifest": {
+            "source": prov.get("source", ""),
+            "cupynumeric_version": prov.get("cupynumeric_version", ""),
+            "date": prov.get("date", ""),
+            "stale": manifest.stale,
+        },
+        "stats": {"facts": a.fact_count, "seconds": round(a.seconds, 3)},
+    }

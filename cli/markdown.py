@@ -1,0 +1,284 @@
+"""The Markdown report: a header and the eight sections of report.md, always in order."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .. import __version__
+from ..assessment import Assessment, Finding
+from .recipes import RECIPE_TEXT, sketch
+from .wording import BETTER_TOOLS, fill_gate_reasons, verdict_reason
+
+NONE = "None for this code."
+NA = "n/a — see verdict."
+
+# The order in which next steps address BLOCKS (report.md, section 8).
+STEP_ORDER = ["R108", "R101", "R103", "R110", "R102", "R104", "R105", "R109", "R106", "R107", "R111"]
+
+DOCTOR = (
+    "CUPYNUMERIC_DOCTOR=1 CUPYNUMERIC_DOCTOR_FORMAT=json \\\n"
+    "CUPYNUMERIC_DOCTOR_FILENAME=doctor-report.json legate --gpus 1 main.py"
+)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ").strip()
+
+
+def _code(text: str, limit: int = 90) -> str:
+    text = text.strip()
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return f"`{_cell(text)}`" if text else ""
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(_cell(c) if not c.startswith("`") else c for c in r) + " |" for r in rows]
+    return out
+
+
+def render(a: Assessment) -> str:
+    fill_gate_reasons(a)
+    d = a.decision
+    findings = [f for f in a.findings if not f.suppressed]
+    by_kind: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        by_kind[f.kind].append(f)
+    workload_stop = d.verdict == "NOT RECOMMENDED" and d.verdict_rule in (1, 2, 3)
+    out: list[str] = []
+    out += _header(a)
+    out += ["", "## Verdict", "", f"**{d.verdict}** — {verdict_reason(a)}"]
+    out += ["", "## What works (SCALES findings)", ""]
+    out += _scales(by_kind["SCALES"]) or [NONE]
+    out += ["", "## What blocks (BLOCKS findings)", ""]
+    out += _blocks(by_kind["BLOCKS"]) or [NONE]
+    out += ["", "## What's fixable (REFACTOR findings)", ""]
+    out += _refactor(by_kind["REFACTOR"]) or [NONE]
+    out += ["", "## Compatibility / cost notes (INFO findings)", ""]
+    out += _info(by_kind["INFO"], a) or [NONE]
+    out += ["", "## API support gaps", ""]
+    out += _api_gaps(a) or [NONE]
+    out += ["", "## Decision-framework summary", ""]
+    out += _table(
+        ["gate", "status", "reason"],
+        [[f"{g.number}. {g.name}", g.status, g.reason] for g in d.gates],
+    )
+    out += ["", "## Recommended next steps", ""]
+    out += _next_steps(a, findings, workload_stop)
+    out += _footer(a)
+    return "\n".join(out) + "\n"
+
+
+def _header(a: Assessment) -> list[str]:
+    from ..manifest import load
+
+    d = a.decision
+    ctx = a.context
+    manifest = load()
+    prov = manifest.provenance
+    out = [
+        f"# cpq assessment: {a.root.name or a.root}",
+        "",
+        f"Assessed {len(a.files)} file(s), {a.lines:,} lines, in {a.seconds:.2f} s"
+        f" ({len(a.skipped)} skipped) — cpq {__version__}.",
+        f"API manifest: cuPyNumeric {prov.get('cupynumeric_version', '?')}, "
+        f"NumPy {prov.get('numpy_version', '?')}, dated {prov.get('date', '?')}.",
+    ]
+    if manifest.stale:
+        out.append(
+            f"**Warning:** the manifest is {manifest.age_days()} days old; "
+            "refresh it with `cpq manifest refresh`."
+        )
+    if d.size_low is not None:
+        size = f"{d.size_low:,}" if d.size_low == d.size_high else f"{d.size_low:,}–{d.size_high:,}"
+    else:
+        size = "unknown"
+    size_src = d.size_source + (f" ({d.size_where})" if d.size_where else "")
+    rows = [
+        ["elements (hot arrays, total)", size, size_src],
+        ["GPUs per node", ctx.gpus.text(), ctx.gpus.source],
+        ["nodes", ctx.nodes.text(), ctx.nodes.source],
+        [
+            "GPU model",
+            f"{ctx.gpu.label} (sm_{ctx.gpu.low})" if ctx.gpu.low is not None else "unknown",
+            ctx.gpu.source,
+        ],
+        ["CPU-only run", "yes" if ctx.cpu_only else "no", "given" if ctx.cpu_only else "default"],
+        ["compute pattern", d.pattern, "given" if ctx.pattern else "inferred"],
+    ]
+    out += ["", *_table(["context", "value", "source"], rows)]
+    assumed = [r[0] for r in rows if r[2].startswith(("default", "inferred"))]
+    if assumed:
+        out += [
+            "",
+            "Defaults and inferences (" + ", ".join(assumed) + ") are assumptions: correct them "
+            "with `--elements`, `--gpus`, `--nodes`, `--gpu`, `--cpu-only`, `--pattern`.",
+        ]
+    return out
+
+
+def _scales(findings: list[Finding]) -> list[str]:
+    if not findings:
+        return []
+    rows = [[f.location, f.code, f.title, _code(f.source_line)] for f in findings]
+    return _table(["location", "code", "idiom", "line"], rows)
+
+
+def _blocks(findings: list[Finding]) -> list[str]:
+    if not findings:
+        return []
+    rows = [
+        [
+            f.location,
+            f.code,
+            f.function,
+            f"{f.title}: " + _code(f.source_line, 70) + ("" if f.counts else " (boundary)"),
+            f.recipe,
+        ]
+        for f in findings
+    ]
+    out = _table(["location", "code", "function", "what was seen", "recipe"], rows)
+    out += _sketches(findings)
+    return out
+
+
+def _sketches(findings: list[Finding]) -> list[str]:
+    out: list[str] = []
+    seen: set[str] = set()
+    for f in findings:
+        if f.recipe in seen or not f.source_line:
+            continue
+        seen.add(f.recipe)
+        s = sketch(f.code, f.source_line)
+        out += [
+            "",
+            f"**{f.recipe}** — {RECIPE_TEXT.get(f.recipe, f.recipe)} ({f.location}):",
+            "",
+            "```python",
+            "# before",
+            s.before,
+            "# after",
+            s.after,
+            "```",
+        ]
+    return out
+
+
+def _refactor(findings: list[Finding]) -> list[str]:
+    if not findings:
+        return []
+    groups: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        groups[f.recipe].append(f)
+    out: list[str] = []
+    for recipe, items in groups.items():
+        codes = ", ".join(sorted({f.code for f in items}))
+        out += [f"### {recipe} ({codes}) — {RECIPE_TEXT.get(recipe, recipe)}", ""]
+        out += _table(
+            ["location", "code", "function", "line"],
+            [[f.location, f.code, f.function, _code(f.source_line)] for f in items],
+        )
+        first = items[0]
+        if first.source_line:
+            s = sketch(first.code, first.source_line)
+            out += ["", "```python", "# before", s.before, "# after", s.after, "```", ""]
+    return out
+
+
+def _info(findings: list[Finding], a: Assessment) -> list[str]:
+    out: list[str] = []
+    if findings:
+        out += _table(
+            ["location", "code", "note", "line"],
+            [[f.location, f.code, f.title, _code(f.source_line)] for f in findings],
+        )
+    if a.audit_notes:
+        out += ["", "Audit by hand (implicit syncs pattern matching can miss):", ""]
+        for n in a.audit_notes:
+            out.append(
+                f"- {n.file}:{n.line} ({n.function}): an f-string formats an array value inside "
+                f"a loop — each iteration syncs: {_code(n.source_line)}"
+            )
+    return out
+
+
+def _api_gaps(a: Assessment) -> list[str]:
+    gaps = a.decision.api_gaps
+    if not gaps:
+        return []
+    rows = [
+        [
+            g.api,
+            f"{g.glyph} " + ("not implemented" if g.level == "none" else "single-GPU only"),
+            f"{g.file}:{g.line}",
+            "yes" if g.hot else "no (boundary)",
+            g.note,
+        ]
+        for g in gaps
+    ]
+    return _table(["API", "support", "location", "hot path", "note"], rows)
+
+
+def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> list[str]:
+    d = a.decision
+    if workload_stop and d.verdict_rule == 2:
+        tool = BETTER_TOOLS.get(d.pattern, "a tool suited to this workload")
+        return [
+            f"1. This is a {d.pattern} workload: cuPyNumeric's Doctor does not apply here. "
+            f"Better suited: {tool}.",
+            "2. If part of the code is dense array math, isolate it and assess that part alone.",
+        ]
+    steps: list[str] = []
+    if workload_stop and d.verdict_rule == 3:
+        path = (
+            "batch the per-item arrays into one (N, item) array so that N × item ≥ 1M"
+            if d.batching
+            else "only larger problems (≥ 1M elements per GPU) will benefit"
+        )
+        steps.append(f"Problem size is the blocker: {path}; then re-assess with `--elements`.")
+    if workload_stop and d.verdict_rule == 1:
+        steps.append("Move to a Volta-or-newer GPU (sm_70+); the findings below still apply there.")
+    blocks = [f for f in findings if f.kind == "BLOCKS"]
+    for code in STEP_ORDER:
+        sites = [f for f in blocks if f.code == code]
+        if sites:
+            where = ", ".join(f.location for f in sites[:4]) + (" …" if len(sites) > 4 else "")
+            steps.append(f"{code} ({sites[0].title}) → {sites[0].recipe}: {where}.")
+    refactor = [f for f in findings if f.kind == "REFACTOR"]
+    if refactor:
+        recipes = sorted({f.recipe for f in refactor})
+        steps.append(f"Then the REFACTOR recipes: {', '.join(recipes)} ({len(refactor)} site(s)).")
+    if d.api_gaps:
+        apis = ", ".join(sorted({g.api for g in d.api_gaps}))
+        steps.append(f"Replace or isolate unsupported APIs: {apis}.")
+    files = sorted({f.file for f in blocks + refactor})
+    if len(a.files) > 1:
+        pilot = files[0] if files else a.files[0]
+        steps.append(f"Pilot one module first ({pilot}): swap `import numpy as np` for "
+                     "`import cupynumeric as np`, check results against NumPy, then time it.")
+    else:
+        steps.append("Swap `import numpy as np` for `import cupynumeric as np`, check results "
+                     "against NumPy on a small input, then time it on the real size.")
+    steps.append(
+        "Run the cuPyNumeric Doctor on a representative run:\n\n   ```\n   "
+        + DOCTOR.replace("\n", "\n   ")
+        + "\n   ```\n\n   In doctor-report.json look for host fallbacks (APIs run by NumPy), "
+        "implicit syncs (scalar conversions, array-valued conditions) on hot paths, and tasks "
+        "too small to scale (arrays below the partition floor)."
+    )
+    return [f"{i}. {s}" for i, s in enumerate(steps, 1)]
+
+
+def _footer(a: Assessment) -> list[str]:
+    out: list[str] = []
+    suppressed = [f for f in a.findings if f.suppressed]
+    if a.skipped or suppressed:
+        out += ["", "---", ""]
+    if a.skipped:
+        out.append(f"Skipped files ({len(a.skipped)}):")
+        out.append("")
+        out += [f"- {s.relpath}: {s.reason}" for s in a.skipped]
+    if suppressed:
+        out.append(f"\nSuppressed findings: {len(suppressed)}.")
+    return out

@@ -1,0 +1,149 @@
+"""Sentences for the decisions rules.dl made (gate reasons, verdict reasons).
+
+rules.dl decides a status and a reason key; this module only words it, with
+the numbers the rules derived.
+"""
+
+from __future__ import annotations
+
+from ..assessment import Assessment, Gate
+
+VERDICT_RULES = {
+    1: "Gate 1 fails: the hardware cannot run cuPyNumeric (compute capability below 7.0)",
+    2: "Gate 4 fails: the workload class ({pattern}) is not what cuPyNumeric accelerates",
+    3: "Gate 2 fails: the hot arrays are below 65,536 elements per GPU",
+    4: "mpi4py sits beside the array code (R108): the decomposition must be removed",
+    5: "{blocks} BLOCKS sites on hot paths (three or more)",
+    6: "{blocks} recipe-fixable BLOCKS site(s) on hot paths (one or two)",
+    7: "only REFACTOR findings ({refactor} site(s)): mechanical recipes fix them",
+    8: "nothing blocking or refactorable was found",
+    9: "{gaps} on a hot path demotes one tier from {base}",
+}
+
+BETTER_TOOLS = {
+    "ml": "RAPIDS cuML for scikit-learn-style ML (or the framework's own GPU path)",
+    "graph": "cuGraph for graph algorithms",
+    "sparse": "CuPy with cupyx.scipy.sparse for sparse linear algebra",
+    "sequential": "a parallel scan (associative recurrence) or a compiled kernel (Numba)",
+    "string": "RAPIDS cuDF string functions, or keep it on the CPU",
+    "no-array-hot-path": "Numba or a compiled extension for the scalar loops",
+    "mixed": "cuPyNumeric for the array math, with the SciPy/sklearn part isolated at a boundary",
+}
+
+_SIZE_BANDS = {
+    "below-floor": "below the runtime's 65,536-element partition floor: runs serially",
+    "slower-than-numpy": "65K–1M per GPU: likely slower than NumPy",
+    "break-even": "1M–10M per GPU: about break-even",
+    "single-gpu-speedup": "10M–100M per GPU: single-GPU speed-up",
+    "multi-gpu": "100M+ per GPU: multi-GPU helps",
+    "multi-node": "1B+ per GPU: multi-node may be needed",
+}
+
+
+def verdict_reason(a: Assessment) -> str:
+    d = a.decision
+    base = next((v for r, v in d.matched_rules), d.verdict)
+    gaps = ", ".join(sorted({g.api for g in d.api_gaps if g.hot})) or "an unsupported API"
+    text = VERDICT_RULES.get(d.verdict_rule, "").format(
+        pattern=d.pattern,
+        blocks=d.blocks_sites,
+        refactor=d.refactor_sites,
+        gaps=gaps,
+        base=base,
+    )
+    return f"Rule {d.verdict_rule}: {text}."
+
+
+def gate_reason(gate: Gate, a: Assessment) -> str:
+    d = a.decision
+    ctx = a.context
+    key = gate.reason_key
+    if key == "hardware-stop":
+        return "skipped: the hardware gate failed"
+    if key == "class-stop":
+        return "skipped: problem size or workload class already decides the verdict"
+    if gate.number == 1:
+        if key == "cpu-only":
+            return "CPU-only Legate run: no GPU requirement"
+        if key == "gpu-unknown":
+            return "GPU model not given (--gpu): needs compute capability ≥ 7.0 (Volta or newer)"
+        cc = ctx.gpu.low or 0
+        label = ctx.gpu.label or "GPU"
+        if key == "pre-volta":
+            return f"{label} is sm_{cc}: Pascal and older are not supported (needs ≥ 7.0)"
+        return f"{label} is sm_{cc} (≥ 7.0), Linux and CUDA 12/13 assumed"
+    if gate.number == 2:
+        if key == "cpu-only":
+            return "CPU-only run: no per-GPU size floor"
+        size = _size_text(a)
+        band = _SIZE_BANDS.get(key, key)
+        text = f"{size} → {_per_gpu_text(a)} per GPU; {band}"
+        if key == "below-floor" and d.batching:
+            f, line = d.batching[0]
+            text += (
+                f"; batching path: the small array allocated per item at {f}:{line} can be "
+                "stacked into one (N, item) array so that N × item ≥ 1M"
+            )
+        return text
+    if gate.number == 3:
+        return {
+            "no-findings": "no BLOCKS or REFACTOR findings on hot paths",
+            "refactor-only": f"{d.refactor_sites} REFACTOR site(s), no BLOCKS",
+            "few-blocks": f"{d.blocks_sites} BLOCKS site(s): recipe-fixable",
+            "several-blocks": f"{d.blocks_sites} BLOCKS sites on hot paths",
+            "mpi": "mpi4py decomposition beside the array code (R108)",
+        }.get(key, key)
+    if gate.number == 4:
+        where = _evidence(d, d.pattern)
+        if gate.status == "fail":
+            return f"{d.pattern} workload{where}: not what cuPyNumeric accelerates"
+        if key == "mixed":
+            return "mixed: array math beside SciPy/sklearn/graph code — migrate the array math, isolate the boundary"
+        if key == "unknown":
+            return "no dominant array pattern recognised"
+        return f"{d.pattern}{where}"
+    if gate.number == 5:
+        total, hot = d.touchpoints
+        if total == 0:
+            return "no host touchpoints (I/O, SciPy/sklearn, plotting, host conversions) found"
+        return (
+            f"{total} host touchpoint(s), {hot} on a hot path; the share of wall time inside "
+            "array code needs a profile"
+        )
+    if gate.number == 6:
+        if not d.readiness:
+            return "no benchmark, golden test or launcher found; run the Doctor (next steps)"
+        found = ", ".join(sorted({item for item, _ in d.readiness}))
+        return f"found: {found}; confirm with a benchmark run and the Doctor (next steps)"
+    return key
+
+
+def _evidence(d, pattern: str) -> str:  # type: ignore[no-untyped-def]
+    lines = [f"{f}:{line}" for p, f, line in d.pattern_evidence if p == pattern]
+    if not lines:
+        return ""
+    more = f" and {len(lines) - 2} more" if len(lines) > 2 else ""
+    return f" ({', '.join(lines[:2])}{more})"
+
+
+def _size_text(a: Assessment) -> str:
+    d = a.decision
+    if d.size_low is None:
+        return "size unknown"
+    if d.size_high and d.size_high != d.size_low:
+        return f"{d.size_low:,}–{d.size_high:,} elements ({d.size_source})"
+    where = f" at {d.size_where}" if d.size_where else ""
+    return f"{d.size_low:,} elements ({d.size_source}{where})"
+
+
+def _per_gpu_text(a: Assessment) -> str:
+    d = a.decision
+    if d.per_gpu is None:
+        return "unknown"
+    lo, hi = d.per_gpu
+    return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
+
+
+def fill_gate_reasons(a: Assessment) -> None:
+    for gate in a.decision.gates:
+        gate.reason = gate_reason(gate, a)
