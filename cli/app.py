@@ -4,7 +4,7 @@ that `cpq --help` and small runs start quickly."""
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -25,13 +25,13 @@ app = typer.Typer(
 )
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     md = "md"
     json = "json"
     sarif = "sarif"
 
 
-class FailOn(str, Enum):
+class FailOn(StrEnum):
     ready = "ready"
     light = "light"
     significant = "significant"

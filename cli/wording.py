@@ -98,7 +98,10 @@ def gate_reason(gate: Gate, a: Assessment) -> str:
         if gate.status == "fail":
             return f"{d.pattern} workload{where}: not what cuPyNumeric accelerates"
         if key == "mixed":
-            return "mixed: array math beside SciPy/sklearn/graph code — migrate the array math, isolate the boundary"
+            return (
+                "mixed: array math beside SciPy/sklearn/graph code — migrate the array math, "
+                "isolate the boundary"
+            )
         if key == "unknown":
             return "no dominant array pattern recognised"
         return f"{d.pattern}{where}"

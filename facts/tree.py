@@ -25,6 +25,9 @@ _TEXT_KINDS = frozenset(
 )
 
 
+_ERROR_KINDS = frozenset({"ERROR", "print_statement", "exec_statement"})
+
+
 class PNode:
     __slots__ = ("kind", "line", "end_line", "children", "text", "named")
 
@@ -78,10 +81,15 @@ def _convert(sg: SgNode, error_line: list[int]) -> PNode:
             named = child.is_named()
             crng = child.range()
             line = crng.start.line + 1
-            if kind == "ERROR" or (named and child.is_leaf() and kind == "MISSING"):
-                if not error_line or line < error_line[0]:
-                    error_line[:] = [line]
-            text = child.text() if kind in _TEXT_KINDS or (named and kind in ("true", "false", "none")) else None
+            # tree-sitter recovers from errors with ERROR nodes and zero-width MISSING tokens;
+            # print/exec statements are Python 2 syntax that Python 3 rejects.
+            if (
+                kind in _ERROR_KINDS
+                or (child.is_leaf() and crng.start.index == crng.end.index)
+            ) and (not error_line or line < error_line[0]):
+                error_line[:] = [line]
+            wants_text = kind in _TEXT_KINDS or (named and kind in ("true", "false", "none"))
+            text = child.text() if wants_text else None
             pchild = PNode(kind, line, crng.end.line + 1, named, text)
             pnode.children.append(pchild)
             if not child.is_leaf() and kind not in ("string_content",):

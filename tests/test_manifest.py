@@ -9,8 +9,10 @@ import sys
 import zipfile
 from pathlib import Path
 
-import cpq.manifest as manifest_pkg
 import pytest
+from typer.testing import CliRunner
+
+import cpq.manifest as manifest_pkg
 from cpq.manifest import Entry, Manifest, load
 from cpq.manifest.build import build
 from cpq.manifest.cli import app
@@ -20,7 +22,6 @@ from cpq.manifest.refresh import RefreshError, refresh, unpack_sources
 from cpq.manifest.render_md import render
 from cpq.manifest.static_scan import PackageScan
 from cpq.manifest.upstream_md import parse_file, parse_text
-from typer.testing import CliRunner
 
 UPSTREAM = Path(__file__).resolve().parents[1].parent / "shared/data/api-support.md"
 runner = CliRunner()

@@ -1,0 +1,5 @@
+"""`python -m cpq` runs the command line."""
+
+from .cli.app import main
+
+main()

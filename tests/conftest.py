@@ -1,0 +1,33 @@
+"""Shared helpers: where the examples live, and running an assessment on them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+EXAMPLES = TESTS / "examples"
+SHARED = TESTS.parent.parent / "shared"
+
+
+def context_options(args: list[str]) -> dict:
+    """`["--elements", "20M", "--gpus", "4"]` -> Context.from_options keyword arguments."""
+    opts: dict = {}
+    i = 0
+    while i < len(args):
+        key = args[i].lstrip("-").replace("-", "_")
+        if key == "cpu_only":
+            opts[key] = True
+            i += 1
+            continue
+        value = args[i + 1]
+        opts[key] = int(value) if key in ("gpus", "nodes") else value
+        i += 2
+    return opts
+
+
+@pytest.fixture(scope="session")
+def expected_cases() -> list[dict]:
+    return json.loads((EXAMPLES / "expected.json").read_text())["cases"]
