@@ -1,0 +1,60 @@
+"""cpq.engine: a Datalog (Soufflé subset) evaluator compiled to SQL and run in DuckDB.
+
+prog = parse_program(text, source="rules.dl")   # parse + check, raises DatalogError
+db = Database(prog)                              # in-memory DuckDB (or a file path)
+db.load("edge", [(1, 2), (2, 3)])                # bulk load, tuples or a pyarrow.Table
+stats = db.evaluate()                            # stratified, semi-naive evaluation
+db.rows("path"); db.query('path(1, X), X > 2')
+"""
+
+from .database import Database, EvalStats, StratumStats
+from .errors import DatalogError
+from .program import Program, parse_program
+from .query import CompiledQuery, compile_query
+from .stratify import Stratum
+from .syntax import (
+    Aggregate,
+    Atom,
+    BinOp,
+    BoolLit,
+    Call,
+    Comparison,
+    Const,
+    Constraint,
+    Fact,
+    Literal,
+    Relation,
+    Rule,
+    Term,
+    UnaryMinus,
+    Var,
+    Wildcard,
+)
+
+__all__ = [
+    "Aggregate",
+    "Atom",
+    "BinOp",
+    "BoolLit",
+    "Call",
+    "Comparison",
+    "CompiledQuery",
+    "Const",
+    "Constraint",
+    "DatalogError",
+    "Database",
+    "EvalStats",
+    "Fact",
+    "Literal",
+    "Program",
+    "Relation",
+    "Rule",
+    "Stratum",
+    "StratumStats",
+    "Term",
+    "UnaryMinus",
+    "Var",
+    "Wildcard",
+    "compile_query",
+    "parse_program",
+]

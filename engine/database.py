@@ -1,0 +1,416 @@
+"""DuckDB-backed storage and bottom-up evaluation of a Program.
+
+Each relation is a table with its declared columns plus two bookkeeping columns:
+
+* ``_iter``: 0 for loaded/program facts; otherwise the global round in which the tuple was first
+  derived.  Rounds count up over the whole evaluation (one per non-recursive stratum, one per
+  semi-naive round of a recursive stratum).  A round only reads tuples of earlier rounds, so
+  every derived tuple has a derivation whose body tuples all have a strictly smaller ``_iter``.
+* ``_rule``: index (in Program.rules) of the rule that first derived the tuple; NULL for facts.
+
+Reading "earlier rounds only" is done by filtering on ``_iter`` (see compile_sql.versioned_table)
+rather than by copying delta tables: tuples are appended round by round, so DuckDB's zone maps
+skip most row groups for the delta filter, and no bookkeeping tables have to be kept in sync.
+Each round runs one INSERT per relation (the union of its rules' SELECTs, anti-joined with the
+table); rules joining an empty relation are skipped without asking DuckDB.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from .compile_sql import (
+    CUR,
+    DELTA,
+    FULL,
+    OLD,
+    PREV,
+    SqlCompiler,
+    insert_new_tuples,
+    plain_table,
+    quote,
+    versioned_table,
+)
+from .errors import DatalogError
+from .program import Program
+from .query import compile_query
+from .stratify import Stratum
+from .syntax import Atom, Fact, Relation, Rule
+from .typesys import SQL_TYPES
+
+_ARROW_TYPES = {
+    "symbol": pa.string(),
+    "number": pa.int64(),
+    "unsigned": pa.uint64(),
+    "float": pa.float64(),
+}
+_LOAD_VIEW = "__cpq_load"
+
+
+@dataclass(slots=True)
+class StratumStats:
+    index: int
+    relations: list[str]
+    recursive: bool
+    iterations: int  # rounds run (a recursive stratum's last round is the one adding nothing)
+    first_iter: int  # global round numbers spanned by this stratum
+    last_iter: int
+    seconds: float
+    new_tuples: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class EvalStats:
+    strata: list[StratumStats]
+    seconds: float
+    rounds: int  # the last global round number used
+    counts: dict[str, int]  # final size of every relation
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class _RuleSql:
+    rule: Rule
+    positive: list[str]  # relations of the positive body atoms
+    initial: str  # SELECT for the first round (all atoms read everything before the round)
+    # (delta relation, SELECT) per atom of the stratum's own relations; recursive strata only.
+    variants: list[tuple[str, str]]
+
+
+class Database:
+    """Tables for every relation of `program`, in memory (path=None) or in a DuckDB file."""
+
+    def __init__(self, program: Program, path: str | Path | None = None) -> None:
+        self.program = program
+        self.con = duckdb.connect(":memory:" if path is None else str(path))
+        # Soufflé leaves x/0 undefined; NULL makes the rule not fire instead of aborting the run.
+        self.con.execute("SET error_on_division_by_zero = false")
+        self._compiler = SqlCompiler(program.relations)
+        self._compiled: list[list[_RuleSql]] | None = None
+        self._sizes: dict[str, int] = {}  # relation sizes, maintained during evaluate()
+        self._create_tables()
+        self._insert_program_facts()
+
+    # -- context manager -------------------------------------------------------------------
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    # -- schema and loading ----------------------------------------------------------------
+
+    def table(self, relation: str) -> str:
+        """The (quoted) SQL name of a relation's table."""
+        self._relation(relation)
+        return quote(relation)
+
+    def _relation(self, name: str) -> Relation:
+        try:
+            return self.program.relations[name]
+        except KeyError:
+            raise KeyError(f"unknown relation '{name}'") from None
+
+    def _create_tables(self) -> None:
+        for rel in self.program.relations.values():
+            cols = [
+                f"{quote(name)} {SQL_TYPES[base]}"
+                for (name, _), base in zip(rel.columns, rel.base_types, strict=True)
+            ]
+            cols += ['"_iter" INTEGER NOT NULL', '"_rule" INTEGER']
+            self.con.execute(f"CREATE TABLE IF NOT EXISTS {quote(rel.name)} ({', '.join(cols)})")
+
+    def _insert_program_facts(self) -> None:
+        by_relation: dict[str, list[Fact]] = {}
+        for fact in self.program.facts:
+            by_relation.setdefault(fact.atom.relation, []).append(fact)
+        for name, facts in by_relation.items():
+            rel = self.program.relations[name]
+            if rel.arity == 0:
+                self._insert_unit(name)
+                continue
+            for start in range(0, len(facts), 1000):
+                select = self._compiler.select_facts(name, facts[start : start + 1000])
+                self.con.execute(insert_new_tuples(rel, select, "0", "NULL", anti_join=True))
+
+    def _insert_unit(self, name: str) -> int:
+        rel = self.program.relations[name]
+        return self._execute_count(insert_new_tuples(rel, "SELECT 1", "0", "NULL", anti_join=True))
+
+    def load(self, relation: str, rows: Iterable[tuple] | pa.Table) -> int:
+        """Append input tuples (as `_iter` 0); duplicates are dropped.  Returns how many were new.
+
+        `rows` is a pyarrow Table (columns by position) or tuples; tuples are transposed into
+        Arrow arrays once, so DuckDB ingests them in bulk.
+        """
+        rel = self._relation(relation)
+        if isinstance(rows, pa.Table):
+            table = rows
+            if table.num_columns != rel.arity:
+                raise ValueError(
+                    f"'{relation}' has {rel.arity} column(s), the table has {table.num_columns}"
+                )
+            if table.num_rows == 0:
+                return 0
+        else:
+            rows = rows if isinstance(rows, list | tuple) else list(rows)
+            if not rows:
+                return 0
+            widths = set(map(len, rows))
+            if widths != {rel.arity}:
+                raise ValueError(
+                    f"'{relation}' has {rel.arity} column(s); got rows of length {sorted(widths)}"
+                )
+            if rel.arity == 0:
+                return self._insert_unit(relation)
+            try:
+                arrays = [
+                    pa.array(column, type=_ARROW_TYPES[base])
+                    for column, base in zip(zip(*rows, strict=True), rel.base_types, strict=True)
+                ]
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+                raise ValueError(f"cannot load rows into '{relation}': {exc}") from exc
+            table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(rel.arity)])
+        if rel.arity == 0:
+            return self._insert_unit(relation)
+        if any(column.null_count for column in table.columns):
+            raise ValueError(f"cannot load NULL values into '{relation}'")
+        table = table.rename_columns([f"c{i}" for i in range(rel.arity)])
+        casts = ", ".join(
+            f"CAST(c{i} AS {SQL_TYPES[base]}) AS c{i}" for i, base in enumerate(rel.base_types)
+        )
+        select = f"SELECT DISTINCT {casts} FROM {_LOAD_VIEW}"
+        anti_join = self.count(relation) > 0
+        self.con.register(_LOAD_VIEW, table)
+        try:
+            return self._execute_count(
+                insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join)
+            )
+        except duckdb.ConversionException as exc:
+            raise ValueError(f"cannot load rows into '{relation}': {exc}") from exc
+        finally:
+            self.con.unregister(_LOAD_VIEW)
+
+    # -- evaluation ------------------------------------------------------------------------
+
+    def _compile(self) -> list[list[_RuleSql]]:
+        if self._compiled is None:
+            self._compiled = [
+                [self._compile_rule(self.program.rules[i], stratum) for i in stratum.rules]
+                for stratum in self.program.stratification
+            ]
+        return self._compiled
+
+    def _compile_rule(self, rule: Rule, stratum: Stratum) -> _RuleSql:
+        plan = self.program.plans[rule.index]
+        compiler = self._compiler
+        positive = sorted({atom.relation for atom in plan.atoms})
+        if not stratum.recursive:
+            select = compiler.select_head(rule.head, plan, plain_table)
+            return _RuleSql(rule, positive, select, [])
+        own = set(stratum.relations)
+
+        def initial_ref(_index: int, atom: Atom) -> str:
+            return (
+                versioned_table(atom.relation, FULL)
+                if atom.relation in own
+                else quote(atom.relation)
+            )
+
+        initial = compiler.select_head(rule.head, plan, initial_ref)
+        recursive_atoms = [i for i, atom in enumerate(plan.atoms) if atom.relation in own]
+        variants = []
+        for k, delta_index in enumerate(recursive_atoms):
+            # Semi-naive: atom k reads the previous round's delta, recursive atoms before it read
+            # older tuples only and those after it everything, so no combination runs twice.
+            versions = {i: (OLD if j < k else FULL) for j, i in enumerate(recursive_atoms)}
+            versions[delta_index] = DELTA
+
+            def ref(index: int, atom: Atom, versions: dict[int, str] = versions) -> str:
+                if index in versions:
+                    return versioned_table(atom.relation, versions[index])
+                return quote(atom.relation)
+
+            variants.append(
+                (plan.atoms[delta_index].relation, compiler.select_head(rule.head, plan, ref))
+            )
+        return _RuleSql(rule, positive, initial, variants)
+
+    def evaluate(self) -> EvalStats:
+        """Compute every derived relation from the current inputs (re-evaluation is allowed)."""
+        started = time.perf_counter()
+        compiled = self._compile()
+        self._clear_derived()
+        self._sizes = self._count_all()
+        round_no = 0
+        strata_stats: list[StratumStats] = []
+        for index, (stratum, rule_sqls) in enumerate(
+            zip(self.program.stratification, compiled, strict=True)
+        ):
+            stratum_start = time.perf_counter()
+            round_no += 1
+            first = round_no
+            totals = {name: 0 for name in stratum.relations}
+            new = self._run_round(rule_sqls, round_no, initial=True)
+            iterations = 1
+            while stratum.recursive and any(new.values()):
+                for name, count in new.items():
+                    totals[name] += count
+                round_no += 1
+                iterations += 1
+                new = self._run_round(rule_sqls, round_no, initial=False, previous=new)
+            for name, count in new.items():
+                totals[name] += count
+            strata_stats.append(
+                StratumStats(
+                    index=index,
+                    relations=list(stratum.relations),
+                    recursive=stratum.recursive,
+                    iterations=iterations,
+                    first_iter=first,
+                    last_iter=round_no,
+                    seconds=time.perf_counter() - stratum_start,
+                    new_tuples=totals,
+                )
+            )
+        counts = dict(self._sizes)
+        return EvalStats(strata_stats, time.perf_counter() - started, round_no, counts)
+
+    def _run_round(
+        self,
+        rule_sqls: list[_RuleSql],
+        round_no: int,
+        *,
+        initial: bool,
+        previous: dict[str, int] | None = None,
+    ) -> dict[str, int]:
+        sizes = self._sizes
+        new: dict[str, int] = {}
+        selects: dict[str, list[tuple[int, str]]] = {}
+        for rule_sql in rule_sqls:
+            head = rule_sql.rule.head.relation
+            new.setdefault(head, 0)
+            # A join with an empty relation yields nothing: skipping it saves DuckDB's fixed
+            # per-statement cost, which dominates on the many small relations of real programs.
+            if any(sizes[name] == 0 for name in rule_sql.positive):
+                continue
+            if initial:
+                select = rule_sql.initial
+            else:
+                assert previous is not None
+                parts = [sql for rel, sql in rule_sql.variants if previous.get(rel, 0) > 0]
+                if not parts:
+                    continue
+                select = parts[0] if len(parts) == 1 else " UNION ".join(f"({p})" for p in parts)
+            selects.setdefault(head, []).append((rule_sql.rule.index, select))
+
+        # One INSERT per relation and round: all rules of a round read the same snapshot, so
+        # they can run as one statement, which costs far less than one statement per rule.
+        for head, parts in selects.items():
+            rel = self.program.relations[head]
+            if len(parts) == 1:
+                rule_expr, select = str(parts[0][0]), parts[0][1]
+            else:
+                cols = ", ".join([f"c{i}" for i in range(rel.arity)] or ["c_unit"])
+                union = " UNION ALL ".join(
+                    f"SELECT *, {index} AS r FROM ({part})" for index, part in parts
+                )
+                # The smallest rule index wins when several rules derive a tuple in one round.
+                select = f"SELECT {cols}, min(r) AS r FROM ({union}) GROUP BY {cols}"
+                rule_expr = "s.r"
+            sql = insert_new_tuples(
+                rel,
+                select,
+                str(round_no),
+                rule_expr,
+                anti_join=sizes[head] > 0,  # the SELECT itself is duplicate-free
+            )
+            sql = sql.replace(CUR, str(round_no)).replace(PREV, str(round_no - 1))
+            try:
+                added = self._execute_count(sql)
+            except duckdb.Error as exc:
+                raise self._rule_failure(parts, round_no, exc) from exc
+            new[head] += added
+            sizes[head] += added
+        return new
+
+    def _rule_failure(
+        self, parts: list[tuple[int, str]], round_no: int, exc: duckdb.Error
+    ) -> DatalogError:
+        """Pin a run-time failure (a bad regex, say) on the rule that causes it."""
+        culprit = self.program.rules[parts[0][0]]
+        for index, select in parts:
+            sql = select.replace(CUR, str(round_no)).replace(PREV, str(round_no - 1))
+            try:
+                self.con.execute(f"SELECT count(*) FROM ({sql})").fetchall()
+            except duckdb.Error:
+                culprit = self.program.rules[index]
+                break
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return DatalogError(
+            f"evaluation of rule failed: {message}",
+            source=self.program.source,
+            line=culprit.line,
+            column=culprit.column,
+        )
+
+    def _count_all(self) -> dict[str, int]:
+        names = list(self.program.relations)
+        sql = " UNION ALL ".join(
+            f"SELECT {i} AS k, count(*) AS n FROM {quote(name)}" for i, name in enumerate(names)
+        )
+        counts = dict(self.con.execute(sql).fetchall())
+        return {name: int(counts[i]) for i, name in enumerate(names)}
+
+    def _clear_derived(self) -> None:
+        heads = {rule.head.relation for rule in self.program.rules}
+        for name in heads:
+            self.con.execute(f'DELETE FROM {quote(name)} WHERE "_iter" > 0')
+
+    def _execute_count(self, sql: str) -> int:
+        rows = self.con.execute(sql).fetchall()  # fetch everything: DuckDB wants results finished
+        return int(rows[0][0]) if rows else 0
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def rows(self, relation: str) -> list[tuple]:
+        """All tuples (without bookkeeping columns), sorted."""
+        rel = self._relation(relation)
+        if rel.arity == 0:
+            return [()] if self.count(relation) else []
+        cols = ", ".join(quote(name) for name in rel.column_names)
+        order = ", ".join(str(i + 1) for i in range(rel.arity))
+        return self.con.execute(f"SELECT {cols} FROM {quote(relation)} ORDER BY {order}").fetchall()
+
+    def count(self, relation: str) -> int:
+        self._relation(relation)
+        return self._execute_count(f"SELECT count(*) FROM {quote(relation)}")
+
+    def query(self, text: str, source: str = "<query>") -> tuple[list[str], list[tuple]]:
+        """Run a rule body as a query; returns (variable names, distinct sorted rows)."""
+        compiled = compile_query(text, self.program.relations, source)
+        rows = self.con.execute(compiled.sql).fetchall()
+        if not compiled.columns:
+            return [], [()] if rows else []
+        return compiled.columns, rows
+
+    def rule_sql(self, rule_index: int) -> str:
+        """The SELECT evaluating a rule in its first round (for debugging and `--explain`)."""
+        for rule_sqls in self._compile():
+            for rule_sql in rule_sqls:
+                if rule_sql.rule.index == rule_index:
+                    return rule_sql.initial
+        raise KeyError(f"no rule {rule_index}")

@@ -1,0 +1,272 @@
+"""Abstract syntax of Datalog programs: terms, literals, declarations, rules.
+
+Nodes are immutable and carry the 1-based line/column of their first token; positions do not
+take part in equality so that structurally equal terms compare equal.  ``str()`` of a term or
+literal renders it back in Soufflé syntax (used in messages and, later, in proofs).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+# Soufflé's primitive types; `.type` declarations alias one of these.
+BASE_TYPES = ("symbol", "number", "unsigned", "float")
+NUMERIC_TYPES = frozenset({"number", "unsigned", "float"})
+
+# Aggregate results are bound to variables with this prefix; a `$` cannot start a user name,
+# so these never clash with (or show up as) user variables.
+INTERNAL_VAR_PREFIX = "$"
+
+
+def _pos() -> int:
+    return field(default=0, compare=False, repr=False)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    name: str
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Wildcard:
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        return "_"
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    value: str | int | float
+    type: str  # one of BASE_TYPES
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        if self.type == "symbol":
+            return json.dumps(self.value, ensure_ascii=False)
+        if self.type == "unsigned":
+            return f"{self.value}u"
+        return repr(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class BinOp:
+    op: str  # + - * / % ^
+    left: Term
+    right: Term
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        return f"({self.left} {self.op} {self.right})"
+
+
+@dataclass(frozen=True, slots=True)
+class UnaryMinus:
+    operand: Term
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        return f"-{self.operand}"
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A functor application such as ``cat(A, B)`` or ``strlen(S)``."""
+
+    name: str
+    args: tuple[Term, ...]
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """``op target : { body }``; ``target`` is None for ``count``."""
+
+    op: str  # count sum min max mean
+    target: Term | None
+    body: tuple[Literal, ...]
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        target = f" {self.target}" if self.target is not None else ""
+        return f"{self.op}{target} : {{ {', '.join(map(str, self.body))} }}"
+
+
+Term = Var | Wildcard | Const | BinOp | UnaryMinus | Call | Aggregate
+
+
+@dataclass(frozen=True, slots=True)
+class Atom:
+    relation: str
+    args: tuple[Term, ...]
+    negated: bool = False
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        bang = "!" if self.negated else ""
+        return f"{bang}{self.relation}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    op: str  # = != < <= > >=
+    left: Term
+    right: Term
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """A constraint functor used as a literal: ``contains(sub, s)`` or ``match(re, s)``."""
+
+    name: str
+    args: tuple[Term, ...]
+    negated: bool = False
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        bang = "!" if self.negated else ""
+        return f"{bang}{self.name}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True, slots=True)
+class BoolLit:
+    value: bool
+    line: int = _pos()
+    column: int = _pos()
+
+    def __str__(self) -> str:
+        return "true" if self.value else "false"
+
+
+Literal = Atom | Comparison | Constraint | BoolLit
+
+
+@dataclass(slots=True)
+class Relation:
+    name: str
+    columns: list[tuple[str, str]]  # (column name, declared type name)
+    base_types: list[str]  # the BASE_TYPES entry behind each declared type
+    doc: str = ""
+    line: int = 0
+    column: int = 0
+    is_input: bool = False
+    is_output: bool = False
+    qualifiers: tuple[str, ...] = ()
+
+    @property
+    def arity(self) -> int:
+        return len(self.columns)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [name for name, _ in self.columns]
+
+
+@dataclass(frozen=True, slots=True)
+class TypeDecl:
+    name: str
+    base: str
+    line: int = _pos()
+    column: int = _pos()
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One conjunctive rule: a source clause yields one Rule per head and per DNF branch."""
+
+    head: Atom
+    body: tuple[Literal, ...]
+    line: int
+    column: int
+    text: str  # the exact source text of the whole clause
+    index: int  # position in Program.rules; stored in the `_rule` column of derived tuples
+    clause: int = 0  # index of the source clause this rule comes from
+
+    def __str__(self) -> str:
+        return f"{self.head} :- {', '.join(map(str, self.body))}."
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    atom: Atom
+    line: int
+    column: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.atom}."
+
+
+def subterms(term: Term) -> Iterator[Term]:
+    """The term and all terms inside it, not descending into aggregate bodies."""
+    yield term
+    if isinstance(term, BinOp):
+        yield from subterms(term.left)
+        yield from subterms(term.right)
+    elif isinstance(term, UnaryMinus):
+        yield from subterms(term.operand)
+    elif isinstance(term, Call):
+        for arg in term.args:
+            yield from subterms(arg)
+
+
+def term_vars(term: Term, *, into_aggregates: bool = True) -> list[Var]:
+    """Variables of a term in textual order (with repetitions)."""
+    out: list[Var] = []
+    _collect_term(term, out, into_aggregates)
+    return out
+
+
+def literal_vars(lit: Literal, *, into_aggregates: bool = True) -> list[Var]:
+    """Variables of a literal in textual order (with repetitions)."""
+    out: list[Var] = []
+    match lit:
+        case Atom(args=args) | Constraint(args=args):
+            for arg in args:
+                _collect_term(arg, out, into_aggregates)
+        case Comparison(left=left, right=right):
+            _collect_term(left, out, into_aggregates)
+            _collect_term(right, out, into_aggregates)
+    return out
+
+
+def _collect_term(term: Term, out: list[Var], into_aggregates: bool) -> None:
+    match term:
+        case Var():
+            out.append(term)
+        case BinOp(left=left, right=right):
+            _collect_term(left, out, into_aggregates)
+            _collect_term(right, out, into_aggregates)
+        case UnaryMinus(operand=operand):
+            _collect_term(operand, out, into_aggregates)
+        case Call(args=args):
+            for arg in args:
+                _collect_term(arg, out, into_aggregates)
+        case Aggregate(target=target, body=body) if into_aggregates:
+            if target is not None:
+                _collect_term(target, out, into_aggregates)
+            for lit in body:
+                out.extend(literal_vars(lit, into_aggregates=True))

@@ -1,0 +1,534 @@
+"""Tests of cpq.engine: parsing, checks, evaluation semantics, `_iter` bookkeeping, queries."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cpq.engine import Database, DatalogError, parse_program
+
+GRAPH = """
+.decl edge(x: symbol, y: symbol)
+.input edge
+.decl path(x: symbol, y: symbol)
+.output path
+path(X, Y) :- edge(X, Y).
+path(X, Z) :- path(X, Y), edge(Y, Z).
+"""
+
+
+def run(text: str, **inputs: list[tuple]) -> Database:
+    db = Database(parse_program(text, source="test.dl"))
+    for name, rows in inputs.items():
+        db.load(name, rows)
+    db.evaluate()
+    return db
+
+
+def error_of(text: str) -> DatalogError:
+    with pytest.raises(DatalogError) as info:
+        parse_program(text, source="rules.dl")
+    return info.value
+
+
+def iters(db: Database, relation: str) -> dict[tuple, int]:
+    rel = db.program.relations[relation]
+    cols = ", ".join(f'"{name}"' for name in rel.column_names)
+    rows = db.con.execute(f'SELECT {cols}, "_iter" FROM "{relation}"').fetchall()
+    return {tuple(row[:-1]): row[-1] for row in rows}
+
+
+# -- recursion --------------------------------------------------------------------------------
+
+
+def test_transitive_closure_chain() -> None:
+    db = run(GRAPH, edge=[("a", "b"), ("b", "c"), ("c", "d")])
+    assert db.rows("path") == [
+        ("a", "b"),
+        ("a", "c"),
+        ("a", "d"),
+        ("b", "c"),
+        ("b", "d"),
+        ("c", "d"),
+    ]
+
+
+def test_transitive_closure_cycle_terminates() -> None:
+    db = run(GRAPH, edge=[("a", "b"), ("b", "c"), ("c", "a")])
+    assert db.count("path") == 9
+    assert ("a", "a") in db.rows("path")
+
+
+def test_nonlinear_recursion() -> None:
+    text = GRAPH.replace("path(X, Y), edge(Y, Z)", "path(X, Y), path(Y, Z)")
+    db = run(text, edge=[(str(i), str(i + 1)) for i in range(20)])
+    assert db.count("path") == 20 * 21 // 2
+
+
+def test_mutual_recursion_even_odd() -> None:
+    text = """
+    .decl succ(a: number, b: number)
+    .decl even(n: number)
+    .decl odd(n: number)
+    even(0).
+    odd(N) :- even(M), succ(M, N).
+    even(N) :- odd(M), succ(M, N).
+    """
+    db = run(text, succ=[(i, i + 1) for i in range(10)])
+    assert db.rows("even") == [(0,), (2,), (4,), (6,), (8,), (10,)]
+    assert db.rows("odd") == [(1,), (3,), (5,), (7,), (9,)]
+    assert db.program.strata == [["even", "odd"]]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=25))
+def test_transitive_closure_matches_python(edges: list[tuple[int, int]]) -> None:
+    text = GRAPH.replace("symbol", "number")
+    db = run(text, edge=edges)
+    closure = set(edges)
+    while True:
+        extra = {(x, w) for (x, y) in closure for (z, w) in edges if y == z} - closure
+        if not extra:
+            break
+        closure |= extra
+    assert db.rows("path") == sorted(closure)
+
+
+# -- `_iter` and `_rule` ------------------------------------------------------------------------
+
+
+def test_iter_grows_with_derivation_length() -> None:
+    db = run(GRAPH, edge=[("a", "b"), ("b", "c"), ("c", "d")])
+    it = iters(db, "path")
+    assert it[("a", "b")] == it[("b", "c")] == it[("c", "d")]
+    assert it[("a", "b")] < it[("a", "c")] == it[("b", "d")] < it[("a", "d")]
+    assert set(iters(db, "edge").values()) == {0}
+    rules = dict(db.con.execute('SELECT x || y, "_rule" FROM path').fetchall())
+    assert rules["ab"] == 0 and rules["ad"] == 1
+
+
+def test_iter_is_global_across_strata() -> None:
+    text = (
+        GRAPH
+        + """
+    .decl reach_a(x: symbol)
+    reach_a(X) :- path("a", X).
+    """
+    )
+    db = run(text, edge=[("a", "b"), ("b", "c")])
+    assert min(iters(db, "reach_a").values()) > max(iters(db, "path").values())
+
+
+def test_every_derived_tuple_has_a_proof_from_earlier_rounds() -> None:
+    text = GRAPH.replace("path(X, Y), edge(Y, Z)", "path(X, Y), path(Y, Z)")
+    edges = [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "e"), ("e", "f")]
+    db = run(text, edge=edges)
+    it = iters(db, "path")
+    edge_set = set(edges)
+    for (x, z), i in it.items():
+        if (x, z) in edge_set and i == min(it.values()):
+            continue
+        witnesses = [
+            y for (a, y), j in it.items() if a == x and j < i and (y, z) in it and it[(y, z)] < i
+        ]
+        assert witnesses, (x, z)
+
+
+def test_reevaluation_is_idempotent() -> None:
+    db = run(GRAPH, edge=[("a", "b"), ("b", "c")])
+    before = iters(db, "path")
+    db.evaluate()
+    assert iters(db, "path") == before
+    db.load("edge", [("c", "d")])
+    db.evaluate()
+    assert db.count("path") == 6
+
+
+# -- negation, aggregates, arithmetic, functors --------------------------------------------
+
+
+def test_stratified_negation_unreachable() -> None:
+    text = (
+        GRAPH
+        + """
+    .decl node(x: symbol)
+    node(X) :- edge(X, _) ; edge(_, X).
+    .decl unreachable(x: symbol)
+    unreachable(X) :- node(X), X != "a", !path("a", X).
+    """
+    )
+    db = run(text, edge=[("a", "b"), ("b", "c"), ("x", "y")])
+    assert db.rows("unreachable") == [("x",), ("y",)]
+    assert db.program.strata.index(["path"]) < db.program.strata.index(["unreachable"])
+
+
+AGG = """
+.decl node(x: symbol)
+.decl w(x: symbol, y: symbol, v: number)
+.decl out_count(x: symbol, n: number)
+out_count(X, N) :- node(X), N = count : { w(X, _, _) }.
+.decl out_sum(x: symbol, s: number)
+out_sum(X, S) :- node(X), S = sum V : { w(X, _, V) }.
+.decl out_min(x: symbol, m: number)
+out_min(X, M) :- node(X), M = min V : { w(X, _, V) }.
+.decl out_max(x: symbol, m: number)
+out_max(X, M) :- node(X), M = max V : { w(X, _, V) }.
+.decl total(n: number)
+total(N) :- N = count : w(_, _, _).
+.decl heavy(x: symbol)
+heavy(X) :- node(X), count : { w(X, _, V), V > 5 } >= 2.
+"""
+
+
+def test_aggregates() -> None:
+    db = run(
+        AGG,
+        node=[("a",), ("b",), ("c",)],
+        w=[("a", "b", 7), ("a", "c", 3), ("a", "a", 9), ("b", "c", 3)],
+    )
+    assert db.rows("out_count") == [("a", 3), ("b", 1), ("c", 0)]
+    assert db.rows("out_sum") == [("a", 19), ("b", 3), ("c", 0)]
+    assert db.rows("out_min") == [("a", 3), ("b", 3)]  # empty min: no tuple for c
+    assert db.rows("out_max") == [("a", 9), ("b", 3)]
+    assert db.rows("total") == [(4,)]
+    assert db.rows("heavy") == [("a",)]
+
+
+def test_arithmetic_and_comparisons() -> None:
+    text = """
+    .decl n(x: number)
+    .decl r(a: number, b: number, c: number, d: number, e: number)
+    r(X, Y, Z, W, V) :- n(X), X > 0, X <= 7, X != 3, Y = X * 2 + 1, Z = -7 / X, W = X % 3,
+                         V = (X + 1) * (X - 1).
+    .decl f(x: float)
+    f(X / 2.0) :- n(X), X = 3.
+    """
+    db = run(text, n=[(i,) for i in range(-2, 10)])
+    assert db.rows("r") == [
+        (1, 3, -7, 1, 0),
+        (2, 5, -3, 2, 3),
+        (4, 9, -1, 1, 15),
+        (5, 11, -1, 2, 24),
+        (6, 13, -1, 0, 35),
+        (7, 15, -1, 1, 48),
+    ]
+    assert db.rows("f") == [(1.5,)]
+
+
+def test_functors_and_constraints() -> None:
+    text = r"""
+    .decl name(s: symbol)
+    .decl info(s: symbol, c: symbol, l: number, sub: symbol, n: number, t: symbol, m: number)
+    info(S, C, L, Sub, N, T, M) :- name(S), C = cat(S, "_", "x"), L = strlen(S),
+        Sub = substr(S, 1, 2), N = to_number("42"), T = to_string(L), M = max(L, 4).
+    .decl has_np(s: symbol)
+    has_np(S) :- name(S), contains("np.", S).
+    .decl no_np(s: symbol)
+    no_np(S) :- name(S), !contains("np.", S).
+    .decl numbered(s: symbol)
+    numbered(S) :- name(S), match("[a-z.]+\\d+", S).
+    """
+    db = run(text, name=[("np.sum",), ("abc12",), ("np.x1",)])
+    assert ("np.sum", "np.sum_x", 6, "p.", 42, "6", 6) in db.rows("info")
+    assert ("abc12", "abc12_x", 5, "bc", 42, "5", 5) in db.rows("info")
+    assert db.rows("has_np") == [("np.sum",), ("np.x1",)]
+    assert db.rows("no_np") == [("abc12",)]
+    assert db.rows("numbered") == [("abc12",), ("np.x1",)]
+
+
+def test_facts_disjunction_multi_head_and_assignment() -> None:
+    text = """
+    // Soufflé-style declarations with a type alias and qualifiers
+    .type Name <: symbol
+    .decl base(x: Name, n: number) btree
+    base("a", 1). base("b", 2). base("c", -3).
+    .decl pos(x: Name)
+    .decl neg(x: Name)
+    .decl both(x: Name)
+    pos(X), both(X) :- base(X, N), (N > 1 ; X = "a").
+    neg(X) :- base(X, N), N < 0.
+    .decl twice(x: Name, n: number)
+    twice(X, M) :- base(X, N), M = N * 2, M > 0.
+    """
+    db = run(text)
+    assert db.rows("base") == [("a", 1), ("b", 2), ("c", -3)]
+    assert db.rows("pos") == [("a",), ("b",)] == db.rows("both")
+    assert db.rows("neg") == [("c",)]
+    assert db.rows("twice") == [("a", 2), ("b", 4)]
+    assert len(db.program.rules) == 6  # 2 heads x 2 branches, neg, twice
+    assert set(iters(db, "base").values()) == {0}
+
+
+def test_sql_keyword_relation_and_column_names() -> None:
+    text = """
+    .decl call(order: symbol, select: number)
+    .decl file(from: symbol)
+    file(F) :- call(F, _).
+    .decl loop(group: symbol)
+    loop(G) :- file(G), !call(G, 2).
+    """
+    db = run(text, call=[("x", 1), ("y", 2)])
+    assert db.rows("file") == [("x",), ("y",)]
+    assert db.rows("loop") == [("x",)]
+
+
+def test_comments_docs_and_io_parameters() -> None:
+    text = """
+    /* block
+       comment */
+    // Calls to NumPy functions.
+    // One tuple per call site.
+    .decl np_call(fn: symbol, line: number) // trailing
+    .input np_call(IO=file, filename="np_call.facts")
+    .decl used(fn: symbol)
+    .output used, np_call
+    used(F) :- np_call(F, _).
+    """
+    prog = parse_program(text)
+    rel = prog.relations["np_call"]
+    assert rel.doc == "Calls to NumPy functions.\nOne tuple per call site."
+    assert rel.columns == [("fn", "symbol"), ("line", "number")]
+    assert rel.is_input and rel.is_output and not prog.relations["used"].is_input
+    assert prog.relations["used"].doc == ""
+    assert prog.rules[0].text == "used(F) :- np_call(F, _)."
+    assert prog.rules[0].line == 10
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def test_load_arrow_dedup_and_append(tmp_path) -> None:
+    prog = parse_program(GRAPH)
+    with Database(prog, path=tmp_path / "db.duckdb") as db:
+        table = pa.table({"src": ["a", "a", "b"], "dst": ["b", "b", "c"]})
+        assert db.load("edge", table) == 2
+        assert db.load("edge", [("b", "c"), ("c", "d")]) == 1
+        assert db.count("edge") == 3
+        db.evaluate()
+        assert db.count("path") == 6
+        with pytest.raises(ValueError):
+            db.load("edge", [("a",)])
+        with pytest.raises(KeyError):
+            db.load("nope", [("a",)])
+
+
+# -- queries -----------------------------------------------------------------------------------
+
+
+def test_query() -> None:
+    text = """
+    .decl finding(code: symbol, file: symbol, line: number)
+    .decl suppressed(code: symbol, file: symbol, line: number)
+    """
+    db = Database(parse_program(text))
+    db.load("finding", [("R104", "a.py", 3), ("R104", "a.py", 9), ("R2", "b.py", 1)])
+    db.load("suppressed", [("R104", "a.py", 9)])
+    assert db.query('finding(C, F, L), C = "R104", !suppressed(C, F, L)') == (
+        ["C", "F", "L"],
+        [("R104", "a.py", 3)],
+    )
+    assert db.query('finding("R104", F, _).') == (["F"], [("a.py",)])
+    assert db.query("finding(C, _, L), L > 2") == (["C", "L"], [("R104", 3), ("R104", 9)])
+    assert db.query('finding("R2", "b.py", 1)') == ([], [()])
+    assert db.query('finding("R2", "b.py", 2)') == ([], [])
+    assert db.query("finding(C, _, 1) ; suppressed(C, _, 9)") == (["C"], [("R104",), ("R2",)])
+    assert db.query("N = count : finding(_, _, _)") == (["N"], [(3,)])
+
+
+def test_query_errors_point_into_the_query() -> None:
+    db = Database(parse_program(GRAPH))
+    with pytest.raises(DatalogError) as info:
+        db.query("edge(X, Y), nope(X)")
+    assert (info.value.line, info.value.column) == (1, 13)
+    assert str(info.value).startswith("<query>:1:13:")
+    with pytest.raises(DatalogError) as info:
+        db.query("edge(X, Y), !edge(Y, Z)")
+    assert info.value.column == 22
+    with pytest.raises(DatalogError):
+        db.query("edge(X Y)")
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def test_syntax_error_position() -> None:
+    err = error_of(".decl e(x: number)\ne(X) :- e(X) e(X).\n")
+    assert (err.line, err.column) == (2, 14)
+    assert str(err).startswith("rules.dl:2:14: unexpected 'e'")
+
+
+def test_unexpected_character_and_end_of_input() -> None:
+    assert error_of(".decl e(x: number)\ne(X) :- e(X) @.\n").line == 2
+    assert "end of input" in str(error_of(".decl e(x: number)\ne(X) :- e(X)"))
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        (".decl e(x: number)\n\ne(X) :- e(X, X).", 3, "arity mismatch"),
+        (".decl e(x: number)\ne(X) :- f(X).", 2, "undeclared relation 'f'"),
+        (".decl e(x: number)\n.decl e(y: number)", 2, "already declared at line 1"),
+        (".decl e(x: number)\n.decl p(x: number)\np(Y) :- e(X).", 3, "variable 'Y' in the head"),
+        (".decl e(x: number)\n.decl p(x: number)\np(X) :-\n e(X), !e(Z).", 4, "negated atom"),
+        (".decl e(x: number)\n.decl p(x: number)\np(X) :- e(X), Y > X.", 3, "'Y'"),
+        (".decl e(x: number)\n.input e\ne(X) :- e(X).", 3, ".input relation"),
+        (".decl e(x: symbol)\ne(X) :- e(X), X > 1.", 2, "cannot compare"),
+        (".decl e(x: number)\n.output q", 2, "undeclared relation 'q'"),
+    ],
+)
+def test_check_errors(text: str, line: int, fragment: str) -> None:
+    err = error_of(text)
+    assert err.line == line, str(err)
+    assert fragment in str(err)
+    assert str(err).startswith(f"rules.dl:{line}:")
+
+
+def test_recursion_through_negation_names_cycle() -> None:
+    err = error_of(
+        ".decl e(x: number)\n.decl p(x: number)\n.decl q(x: number)\n"
+        "p(X) :- e(X), !q(X).\nq(X) :- p(X).\n"
+    )
+    assert err.line == 4
+    assert "negation" in err.message and "p -> q -> p" in err.message
+
+
+def test_recursion_through_aggregation_is_rejected() -> None:
+    err = error_of(".decl p(x: number)\np(N) :- p(_), N = count : { p(_) }.")
+    assert err.line == 2 and "aggregation" in err.message
+
+
+def test_aggregate_correlation_must_be_bound_outside() -> None:
+    err = error_of(
+        ".decl e(x: number)\n.decl c(x: number, n: number)\nc(X, N) :- N = count : { e(X) }."
+    )
+    assert err.line == 3 and "'X'" in err.message
+
+
+# -- robustness and less common syntax ---------------------------------------------------------
+
+
+def test_overflow_and_division_by_zero_do_not_abort() -> None:
+    text = """
+    .decl n(x: number)
+    .decl sq(x: number, y: number)
+    sq(X, Y) :- n(X), Y = X * X.
+    .decl inv(x: number, y: number)
+    inv(X, Y) :- n(X), Y = 10 / X.
+    .decl neg_u(x: unsigned)
+    neg_u(X) :- n(X).
+    """
+    db = run(text, n=[(0,), (-2,), (3037000500,)])
+    assert db.rows("sq") == [(-2, 4), (0, 0)]  # 3037000500^2 overflows: no tuple
+    assert db.rows("inv") == [(-2, -5), (3037000500, 0)]  # 10 / 0: no tuple
+    assert db.rows("neg_u") == [(0,), (3037000500,)]  # -2 does not fit unsigned
+
+
+def test_nullary_relations_and_bool_literals() -> None:
+    text = """
+    .decl e(x: number)
+    .decl some()
+    some() :- e(_).
+    .decl none()
+    none() :- !some().
+    .decl always()
+    always() :- true.
+    .decl never()
+    never() :- false.
+    .decl tagged(x: number)
+    tagged(X) :- e(X), some().
+    """
+    db = run(text, e=[(1,), (2,)])
+    assert db.rows("some") == [()] and db.rows("always") == [()]
+    assert db.rows("none") == [] and db.rows("never") == []
+    assert db.rows("tagged") == [(1,), (2,)]
+
+
+def test_numbers_strings_and_types() -> None:
+    text = r"""
+    .type Id <: number
+    .type Label = symbol
+    .decl v(i: Id, l: Label, u: unsigned, f: float)
+    v(0x10, "a\"b\\c", 7u, 2.5).
+    v(0b11, "tab\there", 1u, -0.5).
+    """
+    db = run(text)
+    assert db.rows("v") == [(3, "tab\there", 1, -0.5), (16, 'a"b\\c', 7, 2.5)]
+    assert db.program.types == {"Id": "number", "Label": "symbol"}
+
+
+def test_rule_index_of_first_derivation() -> None:
+    text = """
+    .decl a(x: number)
+    .decl b(x: number)
+    b(X) :- a(X), X > 1.
+    b(X) :- a(X).
+    """
+    db = run(text, a=[(1,), (2,)])
+    rules = dict(db.con.execute('SELECT x, "_rule" FROM b').fetchall())
+    assert rules == {1: 1, 2: 0}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(-5, 5)), max_size=12))
+def test_aggregates_match_python(rows: list[tuple[str, int]]) -> None:
+    text = """
+    .decl g(k: symbol)
+    .decl r(k: symbol, v: number)
+    .decl agg(k: symbol, c: number, s: number)
+    agg(K, C, S) :- g(K), C = count : { r(K, _) }, S = sum V : { r(K, V) }.
+    .decl lo(k: symbol, m: number)
+    lo(K, M) :- g(K), M = min V : { r(K, V) }.
+    """
+    db = run(text, g=[("a",), ("b",), ("c",)], r=rows)
+    facts = set(rows)
+    expected = []
+    for key in "abc":
+        values = [v for k, v in facts if k == key]
+        expected.append((key, len(values), sum(values)))
+    assert db.rows("agg") == expected
+    assert db.rows("lo") == sorted(
+        (key, min(v for k, v in facts if k == key)) for key in {k for k, _ in facts}
+    )
+
+
+def test_load_rejects_bad_values() -> None:
+    db = Database(parse_program(".decl n(x: unsigned, s: symbol)"))
+    with pytest.raises(ValueError):
+        db.load("n", [(-1, "a")])
+    with pytest.raises(ValueError):
+        db.load("n", [(1, 2)])
+    with pytest.raises(ValueError):
+        db.load("n", pa.table({"x": ["nan"], "s": ["a"]}))
+    assert db.load("n", pa.table({"x": [1, 1], "s": ["a", "a"]})) == 1
+
+
+def test_runtime_failure_names_the_rule() -> None:
+    text = (
+        '.decl s(x: symbol)\n.decl m(x: symbol)\nm(X) :- s(X), X = "a".\n'
+        'm(X) :- s(X), match("(", X).\n'
+    )
+    db = Database(parse_program(text, source="r.dl"))
+    db.load("s", [("a",)])
+    with pytest.raises(DatalogError) as info:
+        db.evaluate()
+    assert str(info.value).startswith("r.dl:4:1: evaluation of rule failed")
+
+
+def test_decl_qualifiers_and_soft_keywords() -> None:
+    text = """
+    .decl a(x: number) input
+    .decl output(x: number) brie
+    output(X) :- a(X).
+    .decl brie(x: number) output
+    brie(X) :- output(X), X = min(X, 5), count : { a(_) } > 1.
+    """
+    prog = parse_program(text)
+    assert prog.relations["a"].is_input and prog.relations["brie"].is_output
+    assert prog.relations["output"].qualifiers == ("brie",)
+    db = Database(prog)
+    db.load("a", [(3,), (9,)])
+    db.evaluate()
+    assert db.rows("brie") == [(3,)]
+    assert error_of(".decl e(x: number) eqrel").message.startswith("eqrel")
