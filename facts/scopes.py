@@ -57,6 +57,9 @@ class Scope:
             self.alias_values.pop(name, None)
 
     def bind_local(self, name: str, value: PNode | None = None) -> None:
+        # `try: import cupy as cp` / `except ImportError: cp = None` keeps the import's meaning.
+        if value is not None and value.kind == "none" and self.bindings.get(name, _LOCAL) != _LOCAL:
+            return
         if name in self.bindings:
             self.bindings[name] = _LOCAL
             self.alias_values.pop(name, None)
