@@ -253,3 +253,10 @@ def read_decision(db: Database) -> Decision:
     d.blocks_sites = _one(db.rows("blocks_sites"), (0,))[0]
     d.refactor_sites = _one(db.rows("refactor_sites"), (0,))[0]
     return d
+
+
+def assess_cached(
+    path: Path, context: Context | None = None, rules_path: Path | None = None
+) -> Assessment:
+    """An assessment whose database can be reused by `why` and `query` (see the fact store)."""
+    return assess(path, context, rules_path)

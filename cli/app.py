@@ -261,5 +261,16 @@ def _mount_manifest() -> None:
 _mount_manifest()
 
 
+def _register_explain() -> None:
+    try:
+        from .explain_cmds import register
+    except ImportError:
+        return
+    register(app)
+
+
+_register_explain()
+
+
 def main() -> None:
     app()
