@@ -12,10 +12,12 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from . import __version__
 from .context import Context
 from .engine import Database, Program, parse_program
-from .facts import Skipped, SourceText, extract_source, iter_sources
+from .facts import Skipped, SourceText, iter_sources
 from .facts.store import FactSet
+from .store import FactStore, content_digest, default_cache_dir, open_store, unpack_facts
 
 CONTEXT_RELATION = "context_number"
 
@@ -121,6 +123,8 @@ class Assessment:
     sources: dict[str, list[str]] = field(default_factory=dict)
     db: Database | None = None
     decision: Decision = field(default_factory=Decision)
+    cache_hits: int = 0
+    reused_results: bool = False
 
     @property
     def verdict(self) -> str:
@@ -139,49 +143,127 @@ def manifest_facts() -> dict[str, list[tuple]]:
     return load().datalog_facts()
 
 
-def collect_facts(root: Path) -> tuple[FactSet, list[str], list[Skipped], dict[str, list[str]], int]:
-    facts = FactSet()
-    files: list[str] = []
-    skipped: list[Skipped] = []
-    sources: dict[str, list[str]] = {}
-    total_lines = 0
-    for item in iter_sources(root):
+@dataclass
+class Collected:
+    """What discovery and extraction produced for a tree, before evaluation."""
+
+    found: list[SourceText | Skipped]
+    facts: FactSet = field(default_factory=FactSet)
+    files: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    sources: dict[str, list[str]] = field(default_factory=dict)
+    lines: int = 0
+    cache_hits: int = 0
+    extracted: bool = False
+
+    def digest_parts(self) -> list[str]:
+        """What the results depend on from the tree: every file's content hash, every skip."""
+        return sorted(
+            f"{item.relpath}:{item.sha}"
+            if isinstance(item, SourceText)
+            else f"skip:{item.relpath}:{item.reason}"
+            for item in self.found
+        )
+
+
+def discover(root: Path) -> Collected:
+    collected = Collected(list(iter_sources(root)))
+    for item in collected.found:
+        if isinstance(item, SourceText):
+            collected.sources[item.relpath] = item.text.split("\n")
+    return collected
+
+
+def extract_facts(
+    collected: Collected, store: FactStore | None = None, jobs: int | None = None
+) -> Collected:
+    from .facts.parallel import extract_all
+    from .facts.relevance import deep_files
+
+    texts = [item for item in collected.found if isinstance(item, SourceText)]
+    deep = deep_files({s.relpath: s.text for s in texts})
+    packed = extract_all(texts, deep, store, jobs)
+    facts = collected.facts
+    for item in collected.found:
         if isinstance(item, Skipped):
-            skipped.append(item)
-            facts.add("skipped_file", (item.relpath, item.reason))
+            collected.skipped.append(item)
             continue
-        result = extract_source(item) if isinstance(item, SourceText) else item
-        if isinstance(result, Skipped):
-            skipped.append(result)
-            facts.add("skipped_file", (result.relpath, result.reason))
+        data = packed[item.relpath]
+        if isinstance(data, str):
+            collected.skipped.append(Skipped(item.relpath, data))
+            collected.sources.pop(item.relpath, None)
             continue
-        facts.add_file(result.rows, result.node_count)
-        files.append(result.relpath)
-        sources[result.relpath] = item.text.split("\n")
-        total_lines += result.lines
-    return facts, files, skipped, sources, total_lines
+        rows, node_count, lines = unpack_facts(data)
+        facts.add_file(rows, node_count)
+        collected.files.append(item.relpath)
+        collected.lines += lines
+    for skip in collected.skipped:
+        facts.add("skipped_file", (skip.relpath, skip.reason))
+    collected.cache_hits = store.hits if store is not None else 0
+    collected.extracted = True
+    return collected
 
 
-def assess(path: Path, context: Context | None = None, rules_path: Path | None = None) -> Assessment:
+def collect_facts(root: Path, store: FactStore | None = None, jobs: int | None = None) -> Collected:
+    return extract_facts(discover(root), store, jobs)
+
+
+def _results_digest(collected: Collected, context: Context, program_text: str) -> str:
+    from .manifest import load
+
+    manifest = load()
+    parts = [
+        __version__,
+        program_text,
+        repr(context.facts()),
+        repr(context.pattern),
+        repr(sorted(manifest.provenance.items())),
+        *collected.digest_parts(),
+    ]
+    return content_digest(parts)
+
+
+def assess(
+    path: Path,
+    context: Context | None = None,
+    rules_path: Path | None = None,
+    cache_dir: Path | None = None,
+    use_cache: bool = False,
+    jobs: int | None = None,
+) -> Assessment:
+    """Assess a file or tree. With `use_cache`, facts and results are kept in `.cpq/`."""
     started = time.perf_counter()
     context = context or Context()
     result = Assessment(root=path, context=context)
     program = load_program(rules_path)
-    t0 = time.perf_counter()
-    facts, result.files, result.skipped, result.sources, result.lines = collect_facts(path)
-    t1 = time.perf_counter()
-    db = Database(program)
-    for relation in facts.rows:
-        db.load(relation, facts.arrow_table(relation))
-    db.load(CONTEXT_RELATION, context.facts())
-    if context.pattern:
-        db.load("context_symbol", [("pattern", context.pattern)])
-    for relation, rows in manifest_facts().items():
-        db.load(relation, rows)
-    result.fact_count = facts.count()
-    t2 = time.perf_counter()
-    db.evaluate()
-    t3 = time.perf_counter()
+    store = open_store(cache_dir or default_cache_dir(path)) if use_cache else None
+    try:
+        t0 = time.perf_counter()
+        collected = discover(path)
+        digest = _results_digest(collected, context, program.text)
+        reused = store.fresh_results(digest) if store is not None else None
+        db = _open_saved(program, reused) if reused is not None else None
+        if db is not None:
+            # Nothing changed since the saved run: its evaluated database answers everything.
+            result.reused_results = True
+            _summarise_from_db(collected, db)
+            t1 = t2 = t3 = time.perf_counter()
+        else:
+            extract_facts(collected, store, jobs)
+            t1 = time.perf_counter()
+            db = _load_database(program, collected.facts, context)
+            t2 = time.perf_counter()
+            db.evaluate()
+            t3 = time.perf_counter()
+            if store is not None:
+                _save_results(db, store, digest, collected)
+        result.files, result.skipped = collected.files, collected.skipped
+        result.sources, result.lines = collected.sources, collected.lines
+        result.fact_count = collected.facts.count() if collected.extracted else _fact_count(db)
+        result.cache_hits = collected.cache_hits
+    finally:
+        if store is not None:
+            store.close()
     result.db = db
     result.findings = read_findings(db, result)
     result.audit_notes = [
@@ -192,6 +274,54 @@ def assess(path: Path, context: Context | None = None, rules_path: Path | None =
     result.timings = {"extract": t1 - t0, "load": t2 - t1, "evaluate": t3 - t2}
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _summarise_from_db(collected: Collected, db: Database) -> None:
+    """Files, skips and line counts of a reused run, read back from its input relations."""
+    files = db.rows("source_file")
+    collected.files = [f for f, _, _ in files]
+    collected.lines = sum(n for _, _, n in files)
+    collected.skipped = [Skipped(f, reason) for f, reason in db.rows("skipped_file")]
+    for skip in collected.skipped:
+        collected.sources.pop(skip.relpath, None)
+
+
+def _fact_count(db: Database) -> int:
+    from .facts.schema import INPUT_RELATIONS
+
+    return sum(db.count(name) for name in INPUT_RELATIONS)
+
+
+def _load_database(program: Program, facts: FactSet, context: Context) -> Database:
+    db = Database(program)
+    for relation in facts.rows:
+        db.load(relation, facts.arrow_table(relation))
+    db.load(CONTEXT_RELATION, context.facts())
+    if context.pattern:
+        db.load("context_symbol", [("pattern", context.pattern)])
+    for relation, rows in manifest_facts().items():
+        db.load(relation, rows)
+    return db
+
+
+def _open_saved(program: Program, path: Path) -> Database | None:
+    try:
+        return Database.open(program, path)
+    except Exception:  # a damaged or locked results file is recomputed, never trusted
+        return None
+
+
+def _save_results(db: Database, store: FactStore, digest: str, collected: Collected) -> None:
+    try:
+        store.flush({item.relpath for item in collected.found})
+        target = store.results_path(digest)
+        partial = target.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        db.save(partial)
+        partial.replace(target)  # atomic: a concurrent reader never sees half a file
+        store.prune_results()
+    except Exception:  # the cache is an optimisation; failing to write it is not an error
+        pass
 
 
 def read_findings(db: Database, result: Assessment) -> list[Finding]:
@@ -256,7 +386,10 @@ def read_decision(db: Database) -> Decision:
 
 
 def assess_cached(
-    path: Path, context: Context | None = None, rules_path: Path | None = None
+    path: Path,
+    context: Context | None = None,
+    rules_path: Path | None = None,
+    cache_dir: Path | None = None,
 ) -> Assessment:
-    """An assessment whose database can be reused by `why` and `query` (see the fact store)."""
-    return assess(path, context, rules_path)
+    """An assessment whose database is reused from `.cpq/` when nothing changed (why, query)."""
+    return assess(path, context, rules_path, cache_dir=cache_dir, use_cache=True)

@@ -100,6 +100,15 @@ CpuOnlyOpt = Annotated[bool, typer.Option("--cpu-only", help="A CPU-only Legate 
 PatternOpt = Annotated[
     str | None, typer.Option("--pattern", help="Override the inferred compute pattern.")
 ]
+NoCacheOpt = Annotated[
+    bool, typer.Option("--no-cache", help="Neither read nor write the .cpq/ fact store.")
+]
+CacheDirOpt = Annotated[
+    Path | None, typer.Option("--cache-dir", help="Keep the fact store here instead of PATH/.cpq.")
+]
+JobsOpt = Annotated[
+    int | None, typer.Option("--jobs", "-j", help="Worker processes for extraction (default: cores).")
+]
 RulesOpt = Annotated[
     Path | None, typer.Option("--rules", help="Use this rules file instead of the shipped rules.dl.")
 ]
@@ -125,6 +134,9 @@ def assess(
         typer.Option("--fail-on", help="Exit 1 when the verdict is this bad or worse (for CI)."),
     ] = None,
     rules: RulesOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+    jobs: JobsOpt = None,
 ) -> None:
     """The full readiness report for a file or a directory tree."""
     from ..assessment import assess as run_assessment
@@ -133,7 +145,9 @@ def assess(
     _existing_path(path)
     context = _context(elements, gpus, nodes, gpu, cpu_only, pattern)
     try:
-        result = run_assessment(path, context, rules)
+        result = run_assessment(
+            path, context, rules, cache_dir=cache_dir, use_cache=not no_cache, jobs=jobs
+        )
     except DatalogError as exc:
         raise fail(str(exc)) from None
     if format is OutputFormat.json:
@@ -155,7 +169,9 @@ def assess(
     if state.verbose:
         t = result.timings
         typer.echo(
-            f"cpq: {len(result.files)} files, {result.lines:,} lines, {result.fact_count:,} facts; "
+            f"cpq: {len(result.files)} files, {result.lines:,} lines, {result.fact_count:,} facts "
+            f"({result.cache_hits} files from the cache"
+            f"{', results reused' if result.reused_results else ''}); "
             f"extract {t['extract']:.2f}s, load {t['load']:.2f}s, evaluate {t['evaluate']:.2f}s",
             err=True,
         )
@@ -218,7 +234,7 @@ def facts(
     from ..facts.schema import INPUT_RELATIONS
 
     _existing_path(path)
-    fact_set, files, skipped, _, _ = collect_facts(path)
+    fact_set = collect_facts(path).facts
     if relation is not None and relation not in INPUT_RELATIONS:
         raise fail(f"unknown relation {relation!r}; known: {', '.join(sorted(INPUT_RELATIONS))}")
     if out is not None:

@@ -7,6 +7,7 @@ Every file found ends in exactly one bucket: read (with its text) or skipped
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 class SourceText:
     relpath: str
     text: str
+    sha: str = ""  # sha256 of the file's bytes, the cache key
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def read_source(path: Path, relpath: str, max_file_size: int = DEFAULT_MAX_FILE_
     text = decode_source(data)
     if isinstance(text, Skipped):
         return Skipped(relpath, text.reason)
-    return SourceText(relpath, text)
+    return SourceText(relpath, text, hashlib.sha256(data).hexdigest())
 
 
 def decode_source(data: bytes) -> str | Skipped:

@@ -11,6 +11,9 @@ from ast_grep_py import SgNode, SgRoot
 # Leaves whose text the extractor needs; every other node keeps only its kind.
 _TEXT_KINDS = frozenset(
     {
+        "true",
+        "false",
+        "none",
         "identifier",
         "integer",
         "float",
@@ -69,29 +72,50 @@ def parse(source: str) -> ParseResult:
     return ParseResult(proot, error_line[0] if error_line else None)
 
 
+# Unnamed tokens the extractor reads (operators, `=`, slice colons, import dots); other
+# punctuation and keywords are dropped, which saves a Python object per token.
+_KEPT_TOKENS = frozenset(
+    """+ - * / // % ** @ & | ^ << >> ~ < > <= >= == != <> = : . in is and or not
+    not_in is_not += -= *= /= //= %= **= @= &= |= ^= <<= >>=""".split()
+) | {"not in", "is not"}
+_LEAF_KINDS = frozenset({"string_content", "not in", "is not"})
+
+
 def _convert(sg: SgNode, error_line: list[int]) -> PNode:
     # Iterative, so a pathologically nested expression cannot exhaust the stack.
     rng = sg.range()
     top = PNode(sg.kind(), rng.start.line + 1, rng.end.line + 1, True, None)
     stack: list[tuple[SgNode, PNode]] = [(sg, top)]
+    text_kinds = _TEXT_KINDS
+    kept = _KEPT_TOKENS
     while stack:
         node, pnode = stack.pop()
+        out = pnode.children
         for child in node.children():
             kind = child.kind()
-            named = child.is_named()
             crng = child.range()
-            line = crng.start.line + 1
-            # tree-sitter recovers from errors with ERROR nodes and zero-width MISSING tokens;
-            # print/exec statements are Python 2 syntax that Python 3 rejects.
-            if (
-                kind in _ERROR_KINDS
-                or (child.is_leaf() and crng.start.index == crng.end.index)
-            ) and (not error_line or line < error_line[0]):
-                error_line[:] = [line]
-            wants_text = kind in _TEXT_KINDS or (named and kind in ("true", "false", "none"))
-            text = child.text() if wants_text else None
-            pchild = PNode(kind, line, crng.end.line + 1, named, text)
-            pnode.children.append(pchild)
-            if not child.is_leaf() and kind not in ("string_content",):
+            start = crng.start
+            if not child.is_named():
+                # tree-sitter recovers from a syntax error with zero-width MISSING tokens.
+                if start.index == crng.end.index:
+                    _error(error_line, start.line + 1)
+                if kind in kept:
+                    out.append(PNode(kind, start.line + 1, start.line + 1, False, None))
+                continue
+            line = start.line + 1
+            # ERROR nodes mark unparsable text; print/exec statements are Python 2 syntax.
+            if kind in _ERROR_KINDS:
+                _error(error_line, line)
+            text = child.text() if kind in text_kinds else None
+            pchild = PNode(kind, line, crng.end.line + 1, True, text)
+            out.append(pchild)
+            if kind not in _LEAF_KINDS and not child.is_leaf():
                 stack.append((child, pchild))
+            elif start.index == crng.end.index and kind != "block":
+                _error(error_line, line)
     return top
+
+
+def _error(error_line: list[int], line: int) -> None:
+    if not error_line or line < error_line[0]:
+        error_line[:] = [line]

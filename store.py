@@ -1,0 +1,195 @@
+"""The incremental fact store: `.cpq/` in the assessed tree (or `--cache-dir`).
+
+`facts.duckdb` keeps each file's extracted facts keyed by path and content
+hash, under a stamp of the extractor's version, so an unchanged file is never
+parsed again. `results-*.duckdb` keep whole evaluated databases keyed by a
+digest of everything they depend on (file hashes, context, rules, manifest),
+so `why` and `query` — and a re-run with nothing changed — reuse them.
+
+The cache is an optimisation only: any problem with it (a corrupted or locked
+file, a read-only tree, a version mismatch) means it is rebuilt or bypassed,
+never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from . import __version__
+
+CACHE_DIRNAME = ".cpq"
+FACTS_FILE = "facts.duckdb"
+RESULTS_PREFIX = "results-"
+KEEP_RESULTS = 4
+_SCHEMA = 1
+
+
+def extractor_stamp() -> str:
+    """Changes whenever the extractor's code (or cpq's version) changes."""
+    digest = hashlib.sha256(f"{__version__}/{_SCHEMA}".encode())
+    facts_pkg = resources.files("cpq.facts")
+    for name in sorted(p.name for p in facts_pkg.iterdir() if p.name.endswith(".py")):
+        digest.update(name.encode())
+        digest.update(facts_pkg.joinpath(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def default_cache_dir(path: Path) -> Path:
+    root = path if path.is_dir() else path.parent
+    return root / CACHE_DIRNAME
+
+
+@dataclass
+class FactStore:
+    """Per-file facts by (path, sha256). Opened on demand; `None`-safe through `open_store`."""
+
+    directory: Path
+    con: duckdb.DuckDBPyConnection
+    stamp: str
+    hits: int = 0
+    misses: int = 0
+    _pending: list[tuple[str, str, bytes]] = field(default_factory=list)
+
+    def get(self, relpath: str, sha: str) -> bytes | None:
+        row = self.con.execute(
+            "SELECT data FROM file_facts WHERE path = ? AND sha = ? AND stamp = ?",
+            [relpath, sha, self.stamp],
+        ).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return bytes(row[0])
+
+    def get_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
+        """Facts for many (path, sha) pairs in one query."""
+        if not keys:
+            return {}
+        self.con.execute("CREATE OR REPLACE TEMP TABLE wanted (path VARCHAR, sha VARCHAR)")
+        self.con.executemany("INSERT INTO wanted VALUES (?, ?)", keys)
+        rows = self.con.execute(
+            "SELECT f.path, f.data FROM file_facts f JOIN wanted w "
+            "ON f.path = w.path AND f.sha = w.sha WHERE f.stamp = ?",
+            [self.stamp],
+        ).fetchall()
+        found = {path: bytes(data) for path, data in rows}
+        self.hits += len(found)
+        self.misses += len(keys) - len(found)
+        return found
+
+    def put(self, relpath: str, sha: str, data: bytes) -> None:
+        self._pending.append((relpath, sha, data))
+
+    def flush(self, present: set[str]) -> None:
+        """Write pending entries; forget files that are no longer in the tree."""
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            if self._pending:
+                con.executemany(
+                    "DELETE FROM file_facts WHERE path = ?", [(p,) for p, _, _ in self._pending]
+                )
+                con.executemany(
+                    "INSERT INTO file_facts VALUES (?, ?, ?, ?)",
+                    [(p, s, self.stamp, d) for p, s, d in self._pending],
+                )
+            known = {r[0] for r in con.execute("SELECT path FROM file_facts").fetchall()}
+            gone = known - present
+            if gone:
+                con.executemany("DELETE FROM file_facts WHERE path = ?", [(p,) for p in gone])
+            con.execute("DELETE FROM file_facts WHERE stamp <> ?", [self.stamp])
+            con.execute("COMMIT")
+        except duckdb.Error:
+            con.execute("ROLLBACK")
+            raise
+        self._pending.clear()
+
+    def close(self) -> None:
+        try:
+            self.con.close()
+        except duckdb.Error:
+            pass
+
+    # -- whole evaluated databases --------------------------------------------------------
+
+    def results_path(self, digest: str) -> Path:
+        return self.directory / f"{RESULTS_PREFIX}{digest[:20]}.duckdb"
+
+    def fresh_results(self, digest: str) -> Path | None:
+        path = self.results_path(digest)
+        return path if path.exists() else None
+
+    def prune_results(self) -> None:
+        files = sorted(
+            self.directory.glob(f"{RESULTS_PREFIX}*.duckdb"), key=lambda p: p.stat().st_mtime
+        )
+        for old in files[:-KEEP_RESULTS]:
+            old.unlink(missing_ok=True)
+
+
+def open_store(directory: Path) -> FactStore | None:
+    """Open (creating, or rebuilding when unusable) the store; None when it cannot be used."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / ".gitignore").write_text("*\n") if not (directory / ".gitignore").exists() else None
+    except OSError:
+        return None
+    path = directory / FACTS_FILE
+    for attempt in range(2):
+        try:
+            con = duckdb.connect(str(path))
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS file_facts "
+                "(path VARCHAR, sha VARCHAR, stamp VARCHAR, data BLOB)"
+            )
+            con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR, value VARCHAR)")
+            return FactStore(directory, con, extractor_stamp())
+        except duckdb.IOException:
+            # Locked by a concurrent run: assess without the cache rather than wait or corrupt.
+            return None
+        except duckdb.Error:
+            if attempt == 0:
+                _remove(path)  # corrupted or from an incompatible DuckDB: rebuild it
+                continue
+            return None
+    return None
+
+
+def _remove(path: Path) -> None:
+    for p in (path, path.with_name(path.name + ".wal")):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> bytes:
+    return marshal.dumps((rows, node_count, lines))
+
+
+def unpack_facts(data: bytes) -> tuple[dict[str, list[tuple]], int, int]:
+    rows, node_count, lines = marshal.loads(data)
+    return rows, node_count, lines
+
+
+def content_digest(parts: list[str]) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def touch(path: Path) -> None:
+    try:
+        os.utime(path, (time.time(), time.time()))
+    except OSError:
+        pass
