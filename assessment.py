@@ -249,9 +249,11 @@ def assess(
             _summarise_from_db(collected, db)
             t1 = t2 = t3 = time.perf_counter()
         else:
+            db = _new_database(program, context)
+            collected.facts = FactSet(sink=db.load)
             extract_facts(collected, store, jobs)
             t1 = time.perf_counter()
-            db = _load_database(program, collected.facts, context)
+            collected.facts.flush()
             t2 = time.perf_counter()
             db.evaluate()
             t3 = time.perf_counter()
@@ -292,10 +294,9 @@ def _fact_count(db: Database) -> int:
     return sum(db.count(name) for name in INPUT_RELATIONS)
 
 
-def _load_database(program: Program, facts: FactSet, context: Context) -> Database:
+def _new_database(program: Program, context: Context) -> Database:
+    """A database with the context and the manifest loaded, ready for the code's facts."""
     db = Database(program)
-    for relation in facts.rows:
-        db.load(relation, facts.arrow_table(relation))
     db.load(CONTEXT_RELATION, context.facts())
     if context.pattern:
         db.load("context_symbol", [("pattern", context.pattern)])

@@ -139,7 +139,9 @@ def open_store(directory: Path) -> FactStore | None:
     """Open (creating, or rebuilding when unusable) the store; None when it cannot be used."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / ".gitignore").write_text("*\n") if not (directory / ".gitignore").exists() else None
+        ignore = directory / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n")  # the store never shows up in the user's git status
     except OSError:
         return None
     path = directory / FACTS_FILE
@@ -152,8 +154,13 @@ def open_store(directory: Path) -> FactStore | None:
             )
             con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR, value VARCHAR)")
             return FactStore(directory, con, extractor_stamp())
-        except duckdb.IOException:
-            # Locked by a concurrent run: assess without the cache rather than wait or corrupt.
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                # Held by a concurrent run: assess without the cache rather than wait or corrupt.
+                return None
+            if attempt == 0:
+                _remove(path)  # not a DuckDB file (damaged, truncated): rebuild it
+                continue
             return None
         except duckdb.Error:
             if attempt == 0:
@@ -172,12 +179,15 @@ def _remove(path: Path) -> None:
 
 
 def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> bytes:
-    return marshal.dumps((rows, node_count, lines))
+    """One file's facts, column by column (compact, and what the loader wants)."""
+    from .facts.store import rows_to_columns
+
+    return marshal.dumps((rows_to_columns(rows), node_count, lines))
 
 
-def unpack_facts(data: bytes) -> tuple[dict[str, list[tuple]], int, int]:
-    rows, node_count, lines = marshal.loads(data)
-    return rows, node_count, lines
+def unpack_facts(data: bytes) -> tuple[dict[str, list[list]], int, int]:
+    columns, node_count, lines = marshal.loads(data)
+    return columns, node_count, lines
 
 
 def content_digest(parts: list[str]) -> str:

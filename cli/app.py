@@ -258,7 +258,7 @@ def facts(
 
     names = [relation] if relation else sorted(INPUT_RELATIONS)
     for name in names:
-        rows = fact_set.rows.get(name, [])
+        rows = fact_set.rows(name)
         cols = [c.name for c in INPUT_RELATIONS[name]]
         typer.echo(f"{name} ({len(rows):,})")
         if rows:

@@ -17,7 +17,7 @@ def write_souffle_facts(
     facts: FactSet, out: Path, extra: dict[str, list[tuple]] | None = None
 ) -> dict[str, int]:
     out.mkdir(parents=True, exist_ok=True)
-    relations: dict[str, list[tuple]] = {name: facts.rows.get(name, []) for name in INPUT_RELATIONS}
+    relations: dict[str, list[tuple]] = {name: facts.rows(name) for name in INPUT_RELATIONS}
     relations.update(extra or {})
     counts = {}
     for name, rows in relations.items():

@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from ..store import FactStore, pack_facts
 from . import Skipped, SourceText, extract_source
 from .extract import module_name_for
+from .tree import parse
 
 # Below this much source, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 400_000
@@ -22,6 +23,10 @@ PARALLEL_MIN_BYTES = 400_000
 def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
     relpath, text, deep = item
     if not deep:
+        # Parsed all the same: a file that Python would reject is reported, never counted.
+        error = parse(text).error_line
+        if error is not None:
+            return relpath, f"SyntaxError: invalid syntax at line {error}"
         lines = text.count("\n") + (0 if text.endswith("\n") else 1)
         return relpath, pack_facts(
             {"source_file": [(relpath, module_name_for(relpath), lines)]}, 0, lines

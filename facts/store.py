@@ -1,51 +1,95 @@
-"""Gather the facts of many files into one id space, ready for the engine.
+"""Gather the facts of many files into one id space, column by column, ready for the engine.
 
-Each file's node ids start at 0; here they are shifted by the number of
-nodes seen before, so ids are unique across the assessed tree.
+Each file's node ids start at 0; here they are shifted by the number of nodes
+seen before, so ids are unique across the assessed tree. Facts travel as
+columns (lists per column) and the shift is done with NumPy on whole columns.
+With a sink, the set hands full batches to it (the database) and frees them,
+so a large tree never sits in Python lists all at once.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
 
 from .schema import INPUT_RELATIONS, NO_NODE
 
+Columns = dict[str, list[list]]
+
+FLUSH_VALUES = 3_000_000  # values buffered before a batch goes to the sink
+
+
+def rows_to_columns(rows: dict[str, list[tuple]]) -> Columns:
+    return {rel: [list(col) for col in zip(*tuples, strict=True)] for rel, tuples in rows.items() if tuples}
+
 
 class FactSet:
-    def __init__(self) -> None:
-        self.rows: dict[str, list[tuple]] = defaultdict(list)
+    def __init__(self, sink: Callable[[str, pa.Table], None] | None = None) -> None:
+        self._cols: dict[str, list[list]] = {}
+        self._runs: dict[str, list[tuple[int, int]]] = {}  # (node id base, row count) per file
         self._next_base = 0
+        self._buffered = 0
+        self._total = 0
+        self._sink = sink
 
-    def add_file(self, rows: dict[str, list[tuple]], node_count: int) -> None:
+    def add_file(self, columns: Columns, node_count: int) -> None:
         base = self._next_base
         self._next_base += node_count
-        for relation, tuples in rows.items():
-            columns = INPUT_RELATIONS[relation]
-            node_positions = [i for i, c in enumerate(columns) if c.is_node]
-            target = self.rows[relation]
-            if not node_positions or base == 0:
-                target.extend(tuples)
+        for relation, cols in columns.items():
+            n = len(cols[0]) if cols else 0
+            if n == 0:
                 continue
-            for t in tuples:
-                row = list(t)
-                for i in node_positions:
-                    if row[i] != NO_NODE:
-                        row[i] += base
-                target.append(tuple(row))
+            target = self._cols.setdefault(relation, [[] for _ in INPUT_RELATIONS[relation]])
+            for into, col in zip(target, cols, strict=True):
+                into.extend(col)
+            self._runs.setdefault(relation, []).append((base, n))
+            self._buffered += n * len(cols)
+            self._total += n
+        if self._sink is not None and self._buffered >= FLUSH_VALUES:
+            self.flush()
 
     def add(self, relation: str, row: tuple) -> None:
-        self.rows[relation].append(row)
+        self.add_file({relation: [[v] for v in row]}, 0)
 
     def count(self) -> int:
-        return sum(len(v) for v in self.rows.values())
+        return self._total
+
+    def relations(self) -> list[str]:
+        return list(self._cols)
 
     def arrow_table(self, relation: str) -> pa.Table:
         columns = INPUT_RELATIONS[relation]
-        tuples = self.rows.get(relation, [])
+        cols = self._cols.get(relation) or [[] for _ in columns]
+        runs = self._runs.get(relation, [])
+        bases = None
         arrays = []
-        for i, col in enumerate(columns):
-            values = [t[i] for t in tuples]
-            arrays.append(pa.array(values, type=pa.string() if col.type == "symbol" else pa.int64()))
+        for col_def, values in zip(columns, cols, strict=True):
+            if col_def.type == "symbol":
+                arrays.append(pa.array(values, type=pa.string()))
+                continue
+            arr = np.asarray(values, dtype=np.int64)
+            if col_def.is_node and arr.size:
+                if bases is None:
+                    bases = np.repeat(
+                        np.asarray([b for b, _ in runs], dtype=np.int64),
+                        np.asarray([n for _, n in runs], dtype=np.int64),
+                    )
+                arr = np.where(arr == NO_NODE, NO_NODE, arr + bases)
+            arrays.append(pa.array(arr, type=pa.int64()))
         return pa.Table.from_arrays(arrays, names=[c.name for c in columns])
+
+    def rows(self, relation: str) -> list[tuple]:
+        table = self.arrow_table(relation)
+        return list(zip(*(c.to_pylist() for c in table.columns), strict=True)) if table.num_rows else []
+
+    def flush(self) -> None:
+        """Hand every buffered relation to the sink and forget it."""
+        if self._sink is None:
+            return
+        for relation in list(self._cols):
+            self._sink(relation, self.arrow_table(relation))
+        self._cols.clear()
+        self._runs.clear()
+        self._buffered = 0

@@ -1,0 +1,240 @@
+"""The SARIF 2.1.0 report, for GitHub code scanning and editors.
+
+One rule per R-code (SCALES codes included, at level `none`, so a viewer can
+explain every code), one result per BLOCKS/REFACTOR/INFO finding (report.md):
+SCALES findings are "keep as is" and would only be noise in an alert list.
+The verdict, its reason, the pattern and the gates go in the run's
+`properties`, since SARIF has no place for a whole-codebase judgement.
+
+Locations are relative to the assessed PATH under the `SRCROOT` base id, so
+the file is the same on every machine and GitHub resolves it against the
+checkout. Notebook findings point at the `.ipynb` file with the line inside
+the cell as `startLine`, the cell in the message and in `properties.cell`:
+the module line that cpq assesses exists in no file a viewer can open.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from .. import __version__
+from ..assessment import Assessment, Finding
+from ..baseline import Baseline, fingerprint
+from .catalogue import catalogue_rows
+from .code_docs import code_doc
+from .recipes import RECIPE_TEXT
+from .wording import fill_gate_reasons, verdict_reason
+
+SARIF_VERSION = "2.1.0"
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+INFORMATION_URI = "https://docs.nvidia.com/cupynumeric/latest/"
+FINGERPRINT_KEY = "cpqFinding/v1"
+
+LEVELS = {"BLOCKS": "error", "REFACTOR": "warning", "INFO": "note", "SCALES": "none"}
+EMITTED_KINDS = ("BLOCKS", "REFACTOR", "INFO")
+
+FindingKey = tuple[str, str, int]
+
+
+class CellLocator(Protocol):
+    """What SARIF needs of a notebook (`cpq.notebook.NotebookSource` has it)."""
+
+    def location(self, line: int) -> tuple[int, int]: ...
+
+
+def rule_name(title: str) -> str:
+    """CamelCase of a title: `host materialization in a hot loop` -> `HostMaterializationInAHotLoop`."""
+    return "".join(w[:1].upper() + w[1:] for w in re.split(r"[^0-9A-Za-z]+", title) if w)
+
+
+def sarif_rules() -> list[dict[str, Any]]:
+    """One reportingDescriptor per R-code of the catalogue, sorted by code."""
+    rules = []
+    for code, kind, title, recipe in catalogue_rows():
+        doc = code_doc(code, title)
+        recipe_line = RECIPE_TEXT.get(recipe, "")
+        text = f"{code} {title} ({kind}). {doc}"
+        markdown = f"**{code} {title}** ({kind})\n\n{doc}"
+        if recipe:
+            text += f"\n\nRecipe {recipe}: {recipe_line or recipe}."
+            markdown += f"\n\n**Recipe `{recipe}`**: {recipe_line or recipe}."
+        markdown += f"\n\n`cpq rules {code}` shows the Datalog rules behind it."
+        rules.append(
+            {
+                "id": code,
+                "name": rule_name(title),
+                "shortDescription": {"text": title},
+                "fullDescription": {"text": doc},
+                "help": {"text": text, "markdown": markdown},
+                "defaultConfiguration": {"level": LEVELS.get(kind, "note")},
+                "properties": {"kind": kind, "recipe": recipe, "tags": ["cupynumeric", kind.lower()]},
+            }
+        )
+    return rules
+
+
+def sarif_report(
+    a: Assessment,
+    *,
+    justifications: Mapping[FindingKey, str] | None = None,
+    baseline: Baseline | None = None,
+    notebooks: Mapping[str, CellLocator] | None = None,
+) -> dict[str, Any]:
+    """The SARIF 2.1.0 log of an assessment.
+
+    justifications: the reason of each suppressed finding, keyed (code, file, line).
+    baseline: when given, each result carries `baselineState` new/unchanged.
+    notebooks: for `.ipynb` files, how module lines map back to cells.
+    """
+    fill_gate_reasons(a)
+    rules = sarif_rules()
+    index = {rule["id"]: i for i, rule in enumerate(rules)}
+    emitted = [f for f in a.findings if f.kind in EMITTED_KINDS]
+    new_ids = {id(f) for f in baseline.new_findings(emitted)} if baseline is not None else None
+    seen: Counter[str] = Counter()
+    results = []
+    for f in emitted:
+        result = _result(f, index, a, seen, notebooks or {})
+        if f.suppressed:
+            suppression: dict[str, Any] = {"kind": "inSource"}
+            reason = (justifications or {}).get((f.code, f.file, f.line), "")
+            if reason:
+                suppression["justification"] = reason
+            result["suppressions"] = [suppression]
+        if new_ids is not None:
+            result["baselineState"] = "new" if id(f) in new_ids else "unchanged"
+        results.append(result)
+    d = a.decision
+    run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": "cpq",
+                "fullName": "cpq (cuPyNumeric query)",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": INFORMATION_URI,
+                "rules": rules,
+            }
+        },
+        "originalUriBaseIds": {"SRCROOT": {"uri": _root_uri(a.root)}},
+        "invocations": [_invocation(a)],
+        "columnKind": "unicodeCodePoints",
+        "results": results,
+        "properties": {
+            "verdict": d.verdict,
+            "verdict_reason": verdict_reason(a),
+            "verdict_rule": d.verdict_rule,
+            "pattern": d.pattern,
+            "gates": [
+                {"gate": g.number, "name": g.name, "status": g.status, "reason": g.reason}
+                for g in d.gates
+            ],
+            "files_assessed": len(a.files),
+            "suppressed": sum(1 for f in a.findings if f.suppressed),
+        },
+    }
+    return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
+
+
+def _root_uri(root: Path) -> str:
+    base = root.resolve()
+    if not base.is_dir():
+        base = base.parent  # a single file: its findings are relative to its folder
+    uri = base.as_uri()
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def _result(
+    f: Finding,
+    index: Mapping[str, int],
+    a: Assessment,
+    seen: Counter[str],
+    notebooks: Mapping[str, CellLocator],
+) -> dict[str, Any]:
+    raw = _raw_line(a, f.file, f.line)
+    line, where, props = f.line, "", {}
+    nb = notebooks.get(f.file)
+    if nb is not None:
+        try:
+            cell, line = nb.location(f.line)
+        except ValueError:
+            cell = 0
+        if cell:
+            where = f"cell {cell}:line {line}: "
+            props = {"cell": cell, "cellLine": line}
+        else:
+            line = f.line
+    region: dict[str, Any] = {"startLine": line}
+    if raw.strip():
+        indent = len(raw) - len(raw.lstrip())
+        region["startColumn"] = indent + 1
+        region["endColumn"] = len(raw.rstrip()) + 1
+        region["snippet"] = {"text": raw.rstrip()}
+    message = f"{where}{f.code} {f.title} in {f.function}"
+    if f.source_line:
+        message += f": `{f.source_line}`"
+    if f.recipe:
+        message += f". Recipe {f.recipe}: {RECIPE_TEXT.get(f.recipe, f.recipe)}."
+    # Identical lines in one function share a hash; the occurrence number keeps them apart.
+    digest = fingerprint(f.code, f.function, f.source_line)
+    seen[digest] += 1
+    return {
+        "ruleId": f.code,
+        "ruleIndex": index[f.code],
+        "level": LEVELS.get(f.kind, "note"),
+        "message": {"text": message},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": _artifact(f.file),
+                    "region": region,
+                },
+                "logicalLocations": [_logical(f.function)],
+            }
+        ],
+        "partialFingerprints": {FINGERPRINT_KEY: f"{digest}:{seen[digest]}"},
+        "properties": {"kind": f.kind, "function": f.function, "hot": f.hot,
+                       "countsForVerdict": f.counts, **props},
+    }
+
+
+def _raw_line(a: Assessment, file: str, line: int) -> str:
+    lines = a.sources.get(file)
+    if not lines or not 1 <= line <= len(lines):
+        return ""
+    return lines[line - 1]
+
+
+def _artifact(relpath: str) -> dict[str, str]:
+    # A relative URI reference: percent-encode what a URI cannot hold, keep the slashes.
+    uri = quote(relpath.replace("\\", "/"), safe="/-._~")
+    return {"uri": uri, "uriBaseId": "SRCROOT"}
+
+
+def _logical(function: str) -> dict[str, Any]:
+    if function == "<module>":
+        return {"name": function, "kind": "module"}
+    name = function.rsplit(".", 1)[-1]
+    return {"name": name, "fullyQualifiedName": function, "kind": "member" if "." in function else "function"}
+
+
+def _invocation(a: Assessment) -> dict[str, Any]:
+    notes = [
+        {
+            "level": "warning",
+            "message": {"text": f"skipped {s.relpath}: {s.reason}"},
+            "locations": [
+                {"physicalLocation": {"artifactLocation": _artifact(s.relpath)}}
+            ],
+        }
+        for s in a.skipped
+    ]
+    out: dict[str, Any] = {"executionSuccessful": True}
+    if notes:
+        out["toolExecutionNotifications"] = notes
+    return out
