@@ -6,6 +6,9 @@ come out of `rules.dl`; this module gathers inputs and reads results back.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pickle
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,7 +27,30 @@ CONTEXT_RELATION = "context_number"
 
 @lru_cache(maxsize=4)
 def _program_from_text(text: str, source: str) -> Program:
-    return parse_program(text, source=source)
+    """Parse and check rules.dl, reusing a pickled copy from an earlier run when the text matches
+    (parsing ~400 rules costs more than the rest of a small assessment)."""
+    key = hashlib.sha256(f"{__version__}\0{source}\0{text}".encode()).hexdigest()[:24]
+    cached = _program_cache_dir() / f"program-{key}.pickle"
+    try:
+        program = pickle.loads(cached.read_bytes())
+        if isinstance(program, Program) and program.text == text:
+            return program
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+        pass
+    program = parse_program(text, source=source)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(f".{os.getpid()}.partial")
+        partial.write_bytes(pickle.dumps(program))
+        partial.replace(cached)
+    except OSError:
+        pass
+    return program
+
+
+def _program_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cpq"
 
 
 def rules_text() -> str:

@@ -1,0 +1,386 @@
+"""`cpq why` and `cpq query`: question any finding, gate or verdict, or ask the relations directly.
+
+    cpq why R104 solver.py:52 [PATH]        the proof of a finding
+    cpq why verdict [PATH] / why gate N [PATH]
+    cpq why not R104 solver.py:52 [PATH]    the first literal each R104 rule misses there
+    cpq query 'finding(C, F, L, _), C = "R104"' [PATH]
+    cpq query --relations
+
+Both reuse the assessment (`assess_cached`), so a question costs a few queries, not a re-run.
+Option types are declared here rather than imported from app.py: app.py imports this module
+while it is itself being imported.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from ..assessment import Assessment
+    from ..context import Context
+    from ..engine import DatalogError, Program
+
+
+class WhyFormat(StrEnum):
+    text = "text"
+    json = "json"
+    dot = "dot"
+
+
+class QueryFormat(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+ElementsOpt = Annotated[
+    str | None,
+    typer.Option("--elements", help="Hot-path array size in total: 8192, 16M, 2.5e8, 16384x16384."),
+]
+GpusOpt = Annotated[int | None, typer.Option("--gpus", help="GPUs per node (default 1–4).")]
+NodesOpt = Annotated[int | None, typer.Option("--nodes", help="Nodes (default 1).")]
+GpuOpt = Annotated[
+    str | None, typer.Option("--gpu", help="GPU model (H100, A100, V100, P100, ...) or sm_XX / X.Y.")
+]
+CpuOnlyOpt = Annotated[bool, typer.Option("--cpu-only", help="A CPU-only Legate run.")]
+PatternOpt = Annotated[str | None, typer.Option("--pattern", help="Override the inferred compute pattern.")]
+RulesOpt = Annotated[
+    Path | None, typer.Option("--rules", help="Use this rules file instead of the shipped rules.dl.")
+]
+
+WHY_USAGE = "CODE FILE:LINE [PATH] | verdict [PATH] | gate N [PATH] | not CODE FILE:LINE [PATH]"
+
+# Help texts are single paragraphs: typer keeps the line breaks of a docstring.
+WHY_HELP = (
+    "The derivation of a finding, the verdict or a gate, down to the lines of your code.\n\n"
+    "Each step shows the derived tuple, the rules.dl rule (line and text) that produced it and the "
+    "tuples it matched; extracted facts carry the source line they come from, negated atoms show "
+    'as "absent: ...", aggregates with their value; a subproof is shown once. '
+    "`cpq why not CODE FILE:LINE` shows, for each rule deriving CODE, the first literal that "
+    "nothing satisfies on that line. FILE is relative to PATH."
+)
+QUERY_HELP = (
+    "Ask any question the relations can express.\n\n"
+    "ATOMS is a rule body in Soufflé syntax over extracted and derived relations, with `_`, "
+    "constants, comparisons and negation (`!r(X)`); its variables become the columns, e.g. "
+    "cpq query 'finding(C, F, L, _), C = \"R104\"' src/. "
+    "`cpq query --relations` lists the relations with their columns and docs."
+)
+
+
+def usage_error(message: str) -> NoReturn:
+    typer.echo(f"cpq: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _verbose() -> bool:
+    from .app import state
+
+    return state.verbose
+
+
+def _quiet() -> bool:
+    from .app import state
+
+    return state.quiet
+
+
+def _context(
+    elements: str | None,
+    gpus: int | None,
+    nodes: int | None,
+    gpu: str | None,
+    cpu_only: bool,
+    pattern: str | None,
+) -> Context:
+    from ..context import Context, ContextError
+
+    try:
+        return Context.from_options(elements, gpus, nodes, gpu, cpu_only, pattern)
+    except ContextError as exc:
+        usage_error(str(exc))
+
+
+def _assessment(path: Path, context: Context, rules: Path | None) -> Assessment:
+    from ..assessment import assess_cached
+    from ..engine import DatalogError
+
+    if not path.exists():
+        usage_error(f"{path}: no such file or directory")
+    if rules is not None and not rules.is_file():
+        usage_error(f"{rules}: no such rules file")
+    started = time.perf_counter()
+    try:
+        result = assess_cached(path, context, rules)
+    except DatalogError as exc:
+        usage_error(str(exc))
+    if _verbose():
+        typer.echo(f"cpq: assessment ready in {time.perf_counter() - started:.2f}s", err=True)
+    if result.db is None:  # pragma: no cover - assess always keeps its database
+        usage_error("the assessment kept no database to question")
+    return result
+
+
+# -- cpq why -----------------------------------------------------------------------------------
+
+
+def _split_question(args: list[str]) -> tuple[str, list[str], Path]:
+    """(kind, operands, PATH) from the positional words of `cpq why`."""
+    if not args:
+        usage_error(f"what should I explain? usage: cpq why {WHY_USAGE}")
+    head = args[0].lower()
+    if head == "verdict":
+        kind, wanted = "verdict", 0
+    elif head == "gate":
+        kind, wanted = "gate", 1
+    elif head == "not":
+        kind, wanted = "not", 2
+    else:
+        kind, wanted = "finding", 2
+    operands = args[1:] if kind != "finding" else args
+    if len(operands) < wanted:
+        usage_error(f"missing operands; usage: cpq why {WHY_USAGE}")
+    if len(operands) > wanted + 1:
+        usage_error(f"unexpected {operands[wanted + 1]!r}; usage: cpq why {WHY_USAGE}")
+    path = Path(operands[wanted]) if len(operands) > wanted else Path(".")
+    return kind, operands[:wanted], path
+
+
+def why(
+    words: Annotated[
+        list[str] | None,
+        typer.Argument(metavar=WHY_USAGE, help="What to explain, then the assessed PATH (default .)."),
+    ] = None,
+    elements: ElementsOpt = None,
+    gpus: GpusOpt = None,
+    nodes: NodesOpt = None,
+    gpu: GpuOpt = None,
+    cpu_only: CpuOnlyOpt = False,
+    pattern: PatternOpt = None,
+    format: Annotated[WhyFormat, typer.Option("--format", "-f", help="Proof format.")] = WhyFormat.text,
+    depth: Annotated[
+        int | None, typer.Option("--depth", min=0, help="Cut proofs this many levels below the root.")
+    ] = None,
+    rules: RulesOpt = None,
+) -> None:
+    """See WHY_HELP."""
+    from ..explain.targets import TargetError
+
+    kind, operands, path = _split_question(list(words or []))
+    if kind == "not" and format is WhyFormat.dot:
+        usage_error("--format dot draws proofs; use text or json with `why not`")
+    if kind == "gate" and not operands[0].isdigit():
+        usage_error(f"expected a gate number, got {operands[0]!r}")
+    target: tuple[str, int] | None = None
+    if kind in ("finding", "not"):
+        from ..explain.targets import parse_file_line
+
+        try:
+            target = parse_file_line(operands[1])
+        except TargetError as exc:
+            usage_error(str(exc))
+    context = _context(elements, gpus, nodes, gpu, cpu_only, pattern)
+    result = _assessment(path, context, rules)
+    from ..assessment import load_program
+
+    program = load_program(rules)  # the one evaluated: `_rule` indices refer to its rules
+    started = time.perf_counter()
+    try:
+        if kind == "not":
+            assert target is not None
+            text = _why_not(result, program, operands[0], target, format)
+        else:
+            text = _why(result, program, kind, operands, target, format, depth)
+    except TargetError as exc:
+        usage_error(str(exc))
+    sys.stdout.write(text)
+    if _verbose():
+        typer.echo(f"cpq: answered in {time.perf_counter() - started:.3f}s", err=True)
+
+
+def _why(
+    result: Assessment,
+    program: Program,
+    kind: str,
+    operands: list[str],
+    target: tuple[str, int] | None,
+    format: WhyFormat,
+    depth: int | None,
+) -> str:
+    from ..explain import Prover, proof_to_json, render_dot, render_text
+    from ..explain.targets import (
+        assessed_files,
+        finding_tuples,
+        gate_tuples,
+        resolve_file,
+        verdict_tuples,
+    )
+
+    db = result.db
+    assert db is not None
+    if kind == "verdict":
+        relation, tuples = "verdict", verdict_tuples(db)
+    elif kind == "gate":
+        relation, tuples = "gate_status", gate_tuples(db, int(operands[0]))
+    else:
+        assert target is not None
+        file = resolve_file(target[0], assessed_files(db))
+        relation, tuples = "finding", finding_tuples(db, operands[0], file, target[1])
+    prover = Prover(db, program, source_line=result.source_line, max_depth=depth)
+    roots = [prover.prove(relation, values) for values in tuples]
+    if format is WhyFormat.json:
+        import json
+
+        payload = {"question": " ".join([kind, *operands]), "proofs": [proof_to_json(r) for r in roots]}
+        return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    if format is WhyFormat.dot:
+        return render_dot(roots)
+    return render_text(roots)
+
+
+def _why_not(
+    result: Assessment, program: Program, code: str, target: tuple[str, int], format: WhyFormat
+) -> str:
+    from ..explain import render_why_not, why_not_to_json
+    from ..explain.targets import TargetError, assessed_files, check_line, known_codes, resolve_file
+    from ..explain.whynot import WhyNotAnalyzer
+
+    db = result.db
+    assert db is not None
+    file = resolve_file(target[0], assessed_files(db))
+    check_line(db, file, target[1])
+    code = code.upper()
+    codes = known_codes(db)
+    if code not in codes:
+        raise TargetError(f"unknown code {code!r}; known codes: {', '.join(codes)}")
+    analyzer = WhyNotAnalyzer(db, program, source_line=result.source_line)
+    answer = analyzer.finding(code, file, target[1])
+    if format is WhyFormat.json:
+        import json
+
+        return json.dumps(why_not_to_json(answer), indent=2, ensure_ascii=False, default=str) + "\n"
+    return render_why_not(answer)
+
+
+# -- cpq query ---------------------------------------------------------------------------------
+
+
+def query(
+    atoms: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="'ATOMS'",
+            help='A conjunctive query in Soufflé syntax: finding(C, F, L, _), C = "R104".',
+        ),
+    ] = None,
+    path: Annotated[Path, typer.Argument(help="A Python file or a directory tree.")] = Path("."),
+    relations: Annotated[
+        bool, typer.Option("--relations", help="List the relations, their columns and docs.")
+    ] = False,
+    format: Annotated[QueryFormat, typer.Option("--format", "-f", help="Output format.")] = (
+        QueryFormat.table
+    ),
+    elements: ElementsOpt = None,
+    gpus: GpusOpt = None,
+    nodes: NodesOpt = None,
+    gpu: GpuOpt = None,
+    cpu_only: CpuOnlyOpt = False,
+    pattern: PatternOpt = None,
+    rules: RulesOpt = None,
+) -> None:
+    """See QUERY_HELP."""
+    from ..assessment import load_program
+    from ..engine import DatalogError, compile_query
+
+    try:
+        program = load_program(rules)
+    except (DatalogError, OSError) as exc:
+        usage_error(str(exc))
+    if relations:
+        _print_relations(program, format)
+        return
+    if atoms is None or not atoms.strip():
+        usage_error("give a query, e.g. cpq query 'finding(C, F, L, _)' PATH, or --relations")
+    try:  # check the query before paying for the assessment
+        compile_query(atoms, program.relations, "query")
+    except DatalogError as exc:
+        _query_error(atoms, exc, program)
+    result = _assessment(path, _context(elements, gpus, nodes, gpu, cpu_only, pattern), rules)
+    assert result.db is not None
+    columns, rows = result.db.query(atoms, source="query")
+    sys.stdout.write(_format_rows(columns, rows, format))
+    if not _quiet():
+        typer.echo(f"cpq: {len(rows)} row{'s' if len(rows) != 1 else ''}", err=True)
+
+
+def _query_error(text: str, exc: DatalogError, program: Program) -> NoReturn:
+    """The message, then the query line with a caret under the offending token."""
+    import difflib
+    import re
+
+    message = str(exc)
+    unknown = re.search(r"undeclared relation '([^']+)'", exc.message)
+    if unknown:
+        close = difflib.get_close_matches(unknown.group(1), list(program.relations), n=3)
+        if close:
+            message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+    typer.echo(f"cpq: {message}", err=True)
+    lines = text.splitlines() or [""]
+    if 1 <= exc.line <= len(lines):
+        typer.echo(f"  {lines[exc.line - 1]}", err=True)
+        typer.echo(f"  {' ' * max(exc.column - 1, 0)}^", err=True)
+    raise typer.Exit(2)
+
+
+def _format_rows(columns: list[str], rows: list[tuple], format: QueryFormat) -> str:
+    if format is QueryFormat.json:
+        import json
+
+        payload: Any = bool(rows) if not columns else [dict(zip(columns, r, strict=True)) for r in rows]
+        return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    if format is QueryFormat.csv:
+        import csv
+        import io
+
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        if not columns:
+            writer.writerows([["holds"], ["true" if rows else "false"]])
+        else:
+            writer.writerow(columns)
+            writer.writerows(rows)
+        return buffer.getvalue()
+    if not columns:
+        return ("yes: the query holds" if rows else "no: the query does not hold") + "\n"
+    if not rows:
+        return ""
+    from tabulate import tabulate
+
+    return tabulate(rows, headers=columns, disable_numparse=True) + "\n"
+
+
+def _print_relations(program: Program, format: QueryFormat) -> None:
+    from ..explain.terms import first_sentence
+
+    rows = []
+    for rel in program.relations.values():
+        kind = "input" if rel.is_input else "derived"
+        cols = ", ".join(f"{name}: {typ}" for name, typ in rel.columns)
+        rows.append((rel.name, kind, cols, first_sentence(rel.doc)))
+    if format is QueryFormat.table:
+        from tabulate import tabulate
+
+        sys.stdout.write(tabulate(rows, headers=["relation", "kind", "columns", "doc"]) + "\n")
+        return
+    sys.stdout.write(_format_rows(["relation", "kind", "columns", "doc"], rows, format))
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="why", help=WHY_HELP)(why)
+    app.command(name="query", help=QUERY_HELP)(query)

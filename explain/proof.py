@@ -1,0 +1,293 @@
+"""Proof reconstruction: why a tuple holds, down to extracted facts.
+
+For a derived tuple the evaluator stored the round it first appeared in (`_iter`) and the rule
+that derived it then (`_rule`).  One query per tuple finds an instantiation of that rule's body,
+with the head fixed to the tuple and every positive atom read from tuples of earlier rounds
+only, preferring the one whose newest body tuple is oldest.  Recursion follows strictly
+decreasing rounds, so it ends, and each step is the first (hence shortest) way the tuple arose.
+Negated atoms become "absent" leaves, comparisons "check" leaves, and aggregates show their
+value with the tuples that make it (all of them for count/sum/mean up to a limit, the witness
+for min/max), each proved in turn.  A tuple proved once is referenced later, not re-proved.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..engine import Aggregate, Atom, Comparison, Const, Database, Literal, Program, Var
+from ..engine.compile_sql import quote
+from ..engine.plan import AggregatePlan, BodyPlan
+from ..facts.schema import INPUT_RELATIONS
+from .bodysql import BodyQuery, BodyRow, Value, literal
+from .locations import Location, Locator, const_values, node_variables
+from .terms import show_check, show_literal, show_term, show_tuple, show_value
+
+# Input relations that do not come from the user's code, and what they are.
+_INPUT_ORIGINS = {
+    "context_number": "context",
+    "context_symbol": "context",
+    "suppressed": "suppression",
+    "api_support": "API manifest",
+    "api_alias": "API manifest",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRef:
+    index: int
+    line: int
+    text: str  # the clause as written, on one line
+    source: str  # the rules file name, for "[rules.dl:836]"
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
+
+
+@dataclass(slots=True)
+class ProofNode:
+    """One line of a proof.
+
+    kind: "derived" (a tuple and the rule that made it), "fact" (written in the rules file),
+    "input" (extracted from the code, or context/manifest), "absent" (a negated atom),
+    "check" (a comparison or constraint that held), "aggregate" (its value; children are the
+    tuples behind it), "ref" (a tuple proved above), "more" (witnesses left out).
+    """
+
+    id: int
+    kind: str
+    text: str
+    relation: str | None = None
+    values: tuple = ()
+    iteration: int | None = None
+    rule: RuleRef | None = None
+    origin: str = ""  # for facts: "extracted fact", "fact, rules.dl:1070", "context", ...
+    location: Location | None = None
+    value: Value | None = None  # aggregates
+    ref: int | None = None  # "ref": id of the node that holds the proof
+    truncated: bool = False  # --depth cut the proof below this node
+    children: list[ProofNode] = field(default_factory=list)
+
+    def walk(self) -> Iterator[ProofNode]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+class NotDerived(LookupError):
+    """The tuple to prove is not in the database."""
+
+
+class Prover:
+    """Builds proofs against an evaluated Database; proofs built by one Prover share subproofs."""
+
+    def __init__(
+        self,
+        db: Database,
+        program: Program | None = None,
+        *,
+        source_line: Callable[[str, int], str] | None = None,
+        max_depth: int | None = None,
+        max_witnesses: int = 10,
+    ) -> None:
+        self.con = db.con
+        self.program = program or db.program
+        self.locator = Locator(self.con, self.program, source_line)
+        self.max_depth = max_depth
+        self.max_witnesses = max_witnesses
+        self.queries = 0  # SQL statements run, for the benchmark
+        self._ids = itertools.count(1)
+        self._proved: dict[tuple[str, tuple], ProofNode] = {}
+        self._plans: dict[int, BodyQuery] = {}
+        self._facts: dict[tuple[str, tuple], int] | None = None
+        self._rules_name = Path(self.program.source).name
+
+    # -- entry point -----------------------------------------------------------------------
+
+    def prove(self, relation: str, values: tuple | list) -> ProofNode:
+        """The proof tree of `relation(values)`; raises NotDerived when the tuple does not hold."""
+        values = tuple(values)
+        found = self.lookup(relation, values)
+        if found is None:
+            raise NotDerived(f"{show_tuple(relation, values)} does not hold")
+        node = self._tuple(relation, values, found[0], found[1], depth=0)
+        self._locate(node)
+        return node
+
+    def lookup(self, relation: str, values: tuple) -> tuple[int, int | None] | None:
+        rel = self.program.relations[relation]
+        conds = [
+            f"{quote(name)} = {literal(value, base)}"
+            for name, value, base in zip(rel.column_names, values, rel.base_types, strict=True)
+        ]
+        where = f" WHERE {' AND '.join(conds)}" if conds else ""
+        self.queries += 1
+        row = self.con.execute(f'SELECT "_iter", "_rule" FROM {quote(relation)}{where} LIMIT 1').fetchone()
+        return None if row is None else (int(row[0]), row[1])
+
+    # -- tuples ----------------------------------------------------------------------------
+
+    def _tuple(
+        self, relation: str, values: tuple, iteration: int, rule_index: int | None, depth: int
+    ) -> ProofNode:
+        key = (relation, values)
+        shown = self._proved.get(key)
+        text = show_tuple(relation, values, self.locator.columns.get(relation, ()))
+        if shown is not None:
+            return ProofNode(next(self._ids), "ref", text, relation, values, iteration, ref=shown.id)
+        node = ProofNode(next(self._ids), "derived", text, relation, values, iteration)
+        if iteration == 0 or rule_index is None:
+            node.kind, node.origin = self._fact_origin(relation, values)
+            self._proved[key] = node
+            return node
+        rule = self.program.rules[int(rule_index)]
+        node.rule = RuleRef(rule.index, rule.line, " ".join(rule.text.split()), self._rules_name)
+        if self.max_depth is not None and depth >= self.max_depth:
+            node.truncated = True
+            return node  # not remembered: a shallower reference may still expand it
+        self._proved[key] = node
+        query = self._query(rule.index)
+        rel = self.program.relations[relation]
+        fixed = [
+            (arg, value, base)
+            for arg, value, base in zip(rule.head.args, values, rel.base_types, strict=True)
+            if not isinstance(arg, Const)
+        ]
+        sql = query.sql(fixed_terms=fixed, before_iter=iteration, shortest_first=True, limit=1)
+        self.queries += 1
+        rows = query.rows(self.con, sql)
+        if not rows:  # only if the database changed after evaluation
+            node.children.append(
+                ProofNode(next(self._ids), "check", "no body instantiation found (database changed?)")
+            )
+            return node
+        nodes = node_variables(self.program, rule.body)
+        node.children = self._body(rule.body, query.plan, rows[0], depth + 1, nodes)
+        return node
+
+    def _fact_origin(self, relation: str, values: tuple) -> tuple[str, str]:
+        if relation in INPUT_RELATIONS:
+            return "input", "extracted fact"
+        if self._facts is None:
+            self._facts = {}
+            for fact in self.program.facts:
+                fact_values = const_values(fact.atom)
+                if fact_values is not None:
+                    self._facts.setdefault((fact.atom.relation, fact_values), fact.line)
+        line = self._facts.get((relation, values))
+        if line is not None:
+            return "fact", f"fact, {self._rules_name}:{line}"
+        return "input", _INPUT_ORIGINS.get(relation, "input fact")
+
+    def _query(self, rule_index: int) -> BodyQuery:
+        query = self._plans.get(rule_index)
+        if query is None:
+            query = BodyQuery(self.program.relations, self.program.plans[rule_index])
+            self._plans[rule_index] = query
+        return query
+
+    # -- bodies ----------------------------------------------------------------------------
+
+    def _body(
+        self, body: tuple[Literal, ...], plan: BodyPlan, row: BodyRow, depth: int, nodes: set[str]
+    ) -> list[ProofNode]:
+        # The planner lists positive atoms in body order, and the query exposes them that way.
+        positive = iter(zip(plan.atoms, row.atoms, strict=True))
+        out: list[ProofNode] = []
+        for lit in body:
+            if isinstance(lit, Atom) and not lit.negated:
+                atom, (values, iteration, rule_index) = next(positive)
+                out.append(self._tuple(atom.relation, values, iteration, rule_index, depth))
+            elif isinstance(lit, Atom):
+                plain = Atom(lit.relation, lit.args)
+                text = "absent: " + show_literal(plain, row.binding, nodes)
+                out.append(ProofNode(next(self._ids), "absent", text, lit.relation))
+            elif isinstance(lit, Comparison) and isinstance(lit.right, Aggregate):
+                assert isinstance(lit.left, Var)  # the parser gives every aggregate `V = agg`
+                out.append(self._aggregate(lit.left, lit.right, plan, row.binding, depth, nodes))
+            else:
+                text = show_check(lit, row.binding, nodes)  # type: ignore[arg-type]
+                out.append(ProofNode(next(self._ids), "check", text))
+        return out
+
+    def _aggregate(
+        self,
+        target: Var,
+        agg: Aggregate,
+        plan: BodyPlan,
+        binding: dict[str, Value],
+        depth: int,
+        nodes: set[str],
+    ) -> ProofNode:
+        agg_plan = next(
+            value for _, value in plan.assigns if isinstance(value, AggregatePlan) and value.aggregate == agg
+        )
+        value = binding.get(target.name)
+        outer_binding = {name: binding[name] for name in agg_plan.correlated if name in binding}
+        shown = _show_aggregate(agg, outer_binding, nodes)
+        prefix = "" if target.name.startswith("$") else f"{target.name} = "
+        text = f"{prefix}{shown} = {show_value(value)}"
+        node = ProofNode(next(self._ids), "aggregate", text, value=value)
+        if self.max_depth is not None and depth >= self.max_depth:
+            node.truncated = True
+            return node
+        query = BodyQuery(self.program.relations, agg_plan.body)
+        outer = {name: literal(v, plan.types.get(name)) for name, v in outer_binding.items()}
+        fixed = []
+        if agg.op in ("min", "max") and agg.target is not None and value is not None:
+            fixed.append((agg.target, value, agg_plan.result_type or "number"))
+        limit = 1 if fixed else self.max_witnesses
+        sql = query.sql(fixed_terms=fixed, outer=outer, shortest_first=True, limit=limit + 1)
+        self.queries += 1
+        rows = query.rows(self.con, sql)
+        inner_nodes = nodes | node_variables(self.program, agg.body)
+        for row in rows[:limit]:
+            row.binding.update(outer_binding)
+            node.children.extend(self._body(agg.body, agg_plan.body, row, depth + 1, inner_nodes))
+        if len(rows) > limit and not fixed:
+            total = self._count(query.sql(outer=outer))
+            node.children.append(
+                ProofNode(next(self._ids), "more", f"… and {total - limit} more (showing {limit})")
+            )
+        return node
+
+    def _count(self, sql: str) -> int:
+        self.queries += 1
+        row = self.con.execute(f"SELECT count(*) FROM ({sql})").fetchone()
+        return int(row[0]) if row else 0
+
+    # -- locations -------------------------------------------------------------------------
+
+    def _locate(self, root: ProofNode) -> None:
+        tuples = [n for n in root.walk() if n.relation is not None and n.kind in ("derived", "fact", "input")]
+        ids: list[int] = []
+        for n in tuples:
+            cols = self.locator.columns.get(n.relation or "", ())
+            ids.extend(n.values[i] for i in cols)
+        self.locator.prefetch(ids)  # one query for the whole tree
+        for n in tuples:
+            if n.location is None:
+                n.location = self.locator.tuple_location(n.relation or "", n.values)
+
+
+def _show_aggregate(agg: Aggregate, outer: dict[str, Value], nodes: set[str]) -> str:
+    """The aggregate as written, with the variables it shares with the rule replaced by values."""
+    body = ", ".join(show_literal(lit, outer, nodes) for lit in agg.body)
+    target = "" if agg.target is None else " " + show_term(agg.target, outer, nodes)
+    return f"{agg.op}{target} : {{ {body} }}"
+
+
+def prove(
+    db: Database,
+    program: Program | None,
+    relation: str,
+    values: tuple | list,
+    *,
+    source_line: Callable[[str, int], str] | None = None,
+    max_depth: int | None = None,
+) -> ProofNode:
+    """The proof tree of one tuple (see Prover for proofs that share subproofs)."""
+    return Prover(db, program, source_line=source_line, max_depth=max_depth).prove(relation, values)

@@ -1,0 +1,64 @@
+"""Proofs and why-not answers as JSON-ready dicts (`cpq why --format json`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .locations import Location
+from .proof import ProofNode
+from .whynot import RuleFailure, WhyNot
+
+
+def _location(location: Location | None) -> dict[str, Any] | None:
+    if location is None:
+        return None
+    out: dict[str, Any] = {"file": location.file, "line": location.line, "source": location.source}
+    if location.kind:
+        out["node_kind"] = location.kind
+    return out
+
+
+def proof_to_json(node: ProofNode) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": node.id, "kind": node.kind, "text": node.text}
+    if node.relation is not None and node.kind in ("derived", "fact", "input", "ref"):
+        out["relation"] = node.relation
+        out["tuple"] = list(node.values)
+    if node.iteration is not None:
+        out["iteration"] = node.iteration
+    if node.rule is not None:
+        out["rule"] = {"index": node.rule.index, "line": node.rule.line, "text": node.rule.text}
+    if node.origin:
+        out["origin"] = node.origin
+    if node.location is not None:
+        out["location"] = _location(node.location)
+    if node.kind == "aggregate":
+        out["value"] = node.value
+    if node.ref is not None:
+        out["ref"] = node.ref
+    if node.truncated:
+        out["truncated"] = True
+    if node.children:
+        out["children"] = [proof_to_json(child) for child in node.children]
+    return out
+
+
+def _failure(failure: RuleFailure) -> dict[str, Any]:
+    return {
+        "rule": {"index": failure.rule_index, "where": failure.rule_where, "text": failure.rule_text},
+        "holds": failure.holds,
+        "failing": failure.failing,
+        "satisfied": failure.satisfied,
+        "binding": failure.binding,
+        "message": failure.message,
+        "causes": [_failure(c) for c in failure.causes],
+    }
+
+
+def why_not_to_json(answer: WhyNot) -> dict[str, Any]:
+    return {
+        "summary": answer.summary,
+        "exists": answer.exists,
+        "location": _location(answer.location),
+        "candidates": answer.candidates,
+        "rules": [_failure(f) for f in answer.failures],
+    }
