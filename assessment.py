@@ -10,17 +10,24 @@ import hashlib
 import os
 import pickle
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from .config import Config
 from .context import Context
 from .engine import Database, Program, parse_program
 from .facts import Skipped, SourceText, iter_sources
+from .facts.discover import DEFAULT_MAX_FILE_SIZE
 from .facts.store import FactSet
 from .store import FactStore, content_digest, default_cache_dir, open_store, unpack_facts
+
+if TYPE_CHECKING:
+    from .suppress import Suppression
 
 CONTEXT_RELATION = "context_number"
 
@@ -76,10 +83,11 @@ class Finding:
     counts: bool  # counts for the verdict (on a hot path or possibly so)
     source_line: str = ""
     suppressed: bool = False
+    where: str = ""  # file:line, or nb.ipynb:cell 3:line 4 inside a notebook
 
     @property
     def location(self) -> str:
-        return f"{self.file}:{self.line}"
+        return self.where or f"{self.file}:{self.line}"
 
 
 @dataclass
@@ -151,6 +159,19 @@ class Assessment:
     decision: Decision = field(default_factory=Decision)
     cache_hits: int = 0
     reused_results: bool = False
+    notebooks: dict[str, Any] = field(default_factory=dict)
+    suppressions: dict[str, list[Any]] = field(default_factory=dict)
+    unused_suppressions: list[tuple[str, Any]] = field(default_factory=list)
+
+    def where(self, file: str, line: int) -> str:
+        """`file:line`, or `nb.ipynb:cell 3:line 4` inside a notebook."""
+        notebook = self.notebooks.get(file)
+        if notebook is not None:
+            try:
+                return f"{file}:{notebook.label(line)}"
+            except ValueError:
+                pass
+        return f"{file}:{line}"
 
     @property
     def verdict(self) -> str:
@@ -181,6 +202,7 @@ class Collected:
     lines: int = 0
     cache_hits: int = 0
     extracted: bool = False
+    notebooks: dict[str, Any] = field(default_factory=dict)
 
     def digest_parts(self) -> list[str]:
         """What the results depend on from the tree: every file's content hash, every skip."""
@@ -192,23 +214,50 @@ class Collected:
         )
 
 
-def discover(root: Path) -> Collected:
-    collected = Collected(list(iter_sources(root)))
+def discover(
+    root: Path, config: Config | None = None, max_file_size: int = DEFAULT_MAX_FILE_SIZE
+) -> Collected:
+    excluded = _excluder(root, config) if config is not None else None
+    collected = Collected(list(iter_sources(root, max_file_size, excluded)))
     for item in collected.found:
         if isinstance(item, SourceText):
             collected.sources[item.relpath] = item.text.split("\n")
+            if item.notebook is not None:
+                collected.notebooks[item.relpath] = item.notebook
     return collected
 
 
+def _excluder(root: Path, config: Config) -> Callable[[str], bool] | None:
+    if not (config.exclude or config.extend_exclude):
+        return None
+    base = root if root.is_dir() else root.parent
+
+    def excluded(rel: str) -> bool:
+        folder = rel.endswith("/")
+        relpath = config.relpath(base / rel.rstrip("/"))
+        return relpath is not None and config.is_excluded(relpath + ("/" if folder else ""))
+
+    return excluded
+
+
 def extract_facts(
-    collected: Collected, store: FactStore | None = None, jobs: int | None = None
+    collected: Collected,
+    store: FactStore | None = None,
+    jobs: int | None = None,
+    show_progress: bool = False,
 ) -> Collected:
     from .facts.parallel import extract_all
     from .facts.relevance import deep_files
 
     texts = [item for item in collected.found if isinstance(item, SourceText)]
     deep = deep_files({s.relpath: s.text for s in texts})
-    packed = extract_all(texts, deep, store, jobs)
+    if show_progress:
+        from .progress import Progress
+
+        with Progress(len(texts), "extracting") as bar:
+            packed = extract_all(texts, deep, store, jobs, on_done=bar.advance)
+    else:
+        packed = extract_all(texts, deep, store, jobs)
     facts = collected.facts
     for item in collected.found:
         if isinstance(item, Skipped):
@@ -234,7 +283,9 @@ def collect_facts(root: Path, store: FactStore | None = None, jobs: int | None =
     return extract_facts(discover(root), store, jobs)
 
 
-def _results_digest(collected: Collected, context: Context, program_text: str) -> str:
+def _results_digest(
+    collected: Collected, context: Context, program_text: str, config: Config | None
+) -> str:
     from .manifest import load
 
     manifest = load()
@@ -244,9 +295,40 @@ def _results_digest(collected: Collected, context: Context, program_text: str) -
         repr(context.facts()),
         repr(context.pattern),
         repr(sorted(manifest.provenance.items())),
+        repr(config) if config is not None else "",
         *collected.digest_parts(),
     ]
     return content_digest(parts)
+
+
+def _suppression_facts(
+    collected: Collected, suppressions: dict[str, list[Suppression]]
+) -> list[tuple[str, str, int]]:
+    from .cli.catalogue import catalogue_rows
+
+    codes = [row[0] for row in catalogue_rows()]
+    rows = []
+    for file, entries in suppressions.items():
+        for s in entries:
+            for code in s.codes if s.codes is not None else codes:
+                rows.append((code, file, s.line))
+    return rows
+
+
+def _disabled_facts(root: Path, collected: Collected, config: Config | None) -> list[tuple[str, str]]:
+    if config is None or not (config.select or config.ignore or config.per_file_ignores):
+        return []
+    from .cli.catalogue import catalogue_rows
+
+    base = root if root.is_dir() else root.parent
+    codes = [row[0] for row in catalogue_rows()]
+    rows = []
+    for item in collected.found:
+        if isinstance(item, SourceText):
+            target = base / item.relpath if root.is_dir() else root
+            relpath = config.relpath(target)
+            rows += [(code, item.relpath) for code in codes if not config.code_enabled(code, relpath)]
+    return rows
 
 
 def assess(
@@ -256,8 +338,13 @@ def assess(
     cache_dir: Path | None = None,
     use_cache: bool = False,
     jobs: int | None = None,
+    config: Config | None = None,
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+    show_progress: bool = False,
 ) -> Assessment:
     """Assess a file or tree. With `use_cache`, facts and results are kept in `.cpq/`."""
+    from .suppress import match_suppressions, suppressions_by_file
+
     started = time.perf_counter()
     context = context or Context()
     result = Assessment(root=path, context=context)
@@ -265,8 +352,9 @@ def assess(
     store = open_store(cache_dir or default_cache_dir(path)) if use_cache else None
     try:
         t0 = time.perf_counter()
-        collected = discover(path)
-        digest = _results_digest(collected, context, program.text)
+        collected = discover(path, config, max_file_size)
+        suppressions = suppressions_by_file(collected.sources)
+        digest = _results_digest(collected, context, program.text, config)
         reused = store.fresh_results(digest) if store is not None else None
         db = _open_saved(program, reused) if reused is not None else None
         if db is not None:
@@ -276,8 +364,10 @@ def assess(
             t1 = t2 = t3 = time.perf_counter()
         else:
             db = _new_database(program, context)
+            db.load("suppressed", _suppression_facts(collected, suppressions))
+            db.load("disabled", _disabled_facts(path, collected, config))
             collected.facts = FactSet(sink=db.load)
-            extract_facts(collected, store, jobs)
+            extract_facts(collected, store, jobs, show_progress)
             t1 = time.perf_counter()
             collected.facts.flush()
             t2 = time.perf_counter()
@@ -289,11 +379,15 @@ def assess(
         result.sources, result.lines = collected.sources, collected.lines
         result.fact_count = collected.facts.count() if collected.extracted else _fact_count(db)
         result.cache_hits = collected.cache_hits
+        result.notebooks = collected.notebooks
     finally:
         if store is not None:
             store.close()
     result.db = db
     result.findings = read_findings(db, result)
+    keys = [(f.code, f.file, f.line) for f in result.findings]
+    _, result.unused_suppressions = match_suppressions(keys, suppressions)
+    result.suppressions = suppressions
     result.audit_notes = [
         AuditNote(kind, file, line, func, result.source_line(file, line))
         for kind, file, line, func in db.rows("audit_note")
@@ -355,8 +449,12 @@ def read_findings(db: Database, result: Assessment) -> list[Finding]:
     info = {code: (kind, title, recipe) for code, kind, title, recipe in db.rows("code_info")}
     hot = set(db.rows("finding_hot"))
     counts = set(db.rows("finding_counts"))
+    suppressed = set(db.rows("suppressed"))
+    disabled = set(db.rows("disabled"))
     findings = []
     for code, file, line, func in db.rows("finding"):
+        if (code, file) in disabled:
+            continue  # turned off by [tool.cpq] select / ignore: not reported at all
         kind, title, recipe = info[code]
         findings.append(
             Finding(
@@ -370,6 +468,8 @@ def read_findings(db: Database, result: Assessment) -> list[Finding]:
                 hot=(code, file, line) in hot,
                 counts=(code, file, line) in counts,
                 source_line=result.source_line(file, line),
+                suppressed=(code, file, line) in suppressed,
+                where=result.where(file, line),
             )
         )
     findings.sort(key=lambda f: (f.file, f.line, f.code))
@@ -417,6 +517,7 @@ def assess_cached(
     context: Context | None = None,
     rules_path: Path | None = None,
     cache_dir: Path | None = None,
+    config: Config | None = None,
 ) -> Assessment:
     """An assessment whose database is reused from `.cpq/` when nothing changed (why, query)."""
-    return assess(path, context, rules_path, cache_dir=cache_dir, use_cache=True)
+    return assess(path, context, rules_path, cache_dir=cache_dir, use_cache=True, config=config)

@@ -11,6 +11,17 @@ from typing import Annotated
 import typer
 
 from .. import __version__
+from .options import (
+    CpuOnlyOpt,
+    ElementsOpt,
+    GpuOpt,
+    GpusOpt,
+    NodesOpt,
+    PatternOpt,
+    RulesOpt,
+    build_context,
+    load_config,
+)
 
 app = typer.Typer(
     name="cpq",
@@ -78,28 +89,6 @@ def _existing_path(path: Path) -> Path:
     return path
 
 
-def _context(elements, gpus, nodes, gpu, cpu_only, pattern):  # type: ignore[no-untyped-def]
-    from ..context import Context, ContextError
-
-    try:
-        return Context.from_options(elements, gpus, nodes, gpu, cpu_only, pattern)
-    except ContextError as exc:
-        raise fail(str(exc)) from None
-
-
-ElementsOpt = Annotated[
-    str | None,
-    typer.Option("--elements", help="Hot-path array size in total: 8192, 16M, 2.5e8, 16384x16384."),
-]
-GpusOpt = Annotated[int | None, typer.Option("--gpus", help="GPUs per node (default 1–4).")]
-NodesOpt = Annotated[int | None, typer.Option("--nodes", help="Nodes (default 1).")]
-GpuOpt = Annotated[
-    str | None, typer.Option("--gpu", help="GPU model (H100, A100, V100, P100, ...) or sm_XX / X.Y.")
-]
-CpuOnlyOpt = Annotated[bool, typer.Option("--cpu-only", help="A CPU-only Legate run.")]
-PatternOpt = Annotated[
-    str | None, typer.Option("--pattern", help="Override the inferred compute pattern.")
-]
 NoCacheOpt = Annotated[
     bool, typer.Option("--no-cache", help="Neither read nor write the .cpq/ fact store.")
 ]
@@ -109,19 +98,14 @@ CacheDirOpt = Annotated[
 JobsOpt = Annotated[
     int | None, typer.Option("--jobs", "-j", help="Worker processes for extraction (default: cores).")
 ]
-RulesOpt = Annotated[
-    Path | None, typer.Option("--rules", help="Use this rules file instead of the shipped rules.dl.")
-]
-
-
 @app.command()
 def assess(
-    path: Annotated[Path, typer.Argument(help="A Python file or a directory tree.")],
+    path: Annotated[Path, typer.Argument(help="A Python file, a notebook or a directory tree.")],
     elements: ElementsOpt = None,
     gpus: GpusOpt = None,
     nodes: NodesOpt = None,
     gpu: GpuOpt = None,
-    cpu_only: CpuOnlyOpt = False,
+    cpu_only: CpuOnlyOpt = None,
     pattern: PatternOpt = None,
     format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Report format.")] = (
         OutputFormat.md
@@ -137,35 +121,57 @@ def assess(
     no_cache: NoCacheOpt = False,
     cache_dir: CacheDirOpt = None,
     jobs: JobsOpt = None,
+    max_file_size: Annotated[
+        str, typer.Option("--max-file-size", help="Skip files larger than this (bytes, 10M, 512K).")
+    ] = "10M",
+    show_suppressed: Annotated[
+        bool, typer.Option("--show-suppressed", help="List suppressed findings in the report.")
+    ] = False,
+    baseline: Annotated[
+        Path | None,
+        typer.Option("--baseline", help="Report only findings not recorded in this baseline file."),
+    ] = None,
+    write_baseline: Annotated[
+        Path | None,
+        typer.Option("--write-baseline", help="Record the current findings as the baseline."),
+    ] = None,
 ) -> None:
     """The full readiness report for a file or a directory tree."""
     from ..assessment import assess as run_assessment
     from ..engine import DatalogError
 
     _existing_path(path)
-    context = _context(elements, gpus, nodes, gpu, cpu_only, pattern)
+    if rules is not None and not rules.is_file():
+        raise fail(f"{rules}: no such rules file")
+    config = load_config(path)
+    context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern)
+    known = _load_baseline(baseline) if baseline is not None else None
     try:
         result = run_assessment(
-            path, context, rules, cache_dir=cache_dir, use_cache=not no_cache, jobs=jobs
+            path,
+            context,
+            rules,
+            cache_dir=cache_dir,
+            use_cache=not no_cache,
+            jobs=jobs,
+            config=config,
+            max_file_size=_size(max_file_size),
+            show_progress=not state.quiet,
         )
     except DatalogError as exc:
         raise fail(str(exc)) from None
-    if format is OutputFormat.json:
-        import json
-
-        from .json_report import report_dict
-
-        text = json.dumps(report_dict(result), indent=2, ensure_ascii=False) + "\n"
-    elif format is OutputFormat.sarif:
-        raise fail("--format sarif is not available yet")
-    else:
-        from .markdown import render
-
-        text = render(result)
+    new_keys = _mark_baseline(result, known)
+    text = _render(result, format, show_suppressed, known, new_keys)
     if output is not None:
         output.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+    if write_baseline is not None:
+        from ..baseline import write_baseline as save_baseline
+
+        count = save_baseline(write_baseline, [f for f in result.findings if not f.suppressed])
+        if not state.quiet:
+            typer.echo(f"cpq: recorded {count} findings in {write_baseline}", err=True)
     if state.verbose:
         t = result.timings
         typer.echo(
@@ -177,6 +183,57 @@ def assess(
         )
     if fail_on is not None and _verdict_rank(result.verdict) >= _FAIL_RANK[fail_on]:
         raise typer.Exit(1)
+
+
+def _size(text: str) -> int:
+    from ..context import ContextError, parse_elements
+
+    try:
+        return parse_elements(text.upper().removesuffix("B") if text.upper().endswith("MB") else text)
+    except ContextError:
+        raise fail(f"--max-file-size: cannot read {text!r} (try 10M or 5000000)") from None
+
+
+def _load_baseline(path: Path):  # type: ignore[no-untyped-def]
+    from ..baseline import BaselineError, load_baseline
+
+    try:
+        return load_baseline(path)
+    except BaselineError as exc:
+        raise fail(str(exc)) from None
+
+
+def _mark_baseline(result, known) -> set[tuple[str, str, int]] | None:  # type: ignore[no-untyped-def]
+    """With a baseline, the (code, file, line) of the findings it does not know."""
+    if known is None:
+        return None
+    fresh = known.new_findings([f for f in result.findings if not f.suppressed])
+    return {(f.code, f.file, f.line) for f in fresh}
+
+
+def _render(result, format, show_suppressed, known, new_keys) -> str:  # type: ignore[no-untyped-def]
+    import json
+
+    if format is OutputFormat.json:
+        from .json_report import report_dict
+
+        report = report_dict(result, new_keys)
+        return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    if format is OutputFormat.sarif:
+        from ..suppress import find_suppression
+        from .sarif import sarif_report
+
+        reasons = {}
+        for f in result.findings:
+            if f.suppressed:
+                found = find_suppression((f.code, f.file, f.line), result.suppressions)
+                if found is not None:
+                    reasons[(f.code, f.file, f.line)] = found.reason
+        log = sarif_report(result, justifications=reasons, baseline=known, notebooks=result.notebooks)
+        return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    from .markdown import render
+
+    return render(result, show_suppressed=show_suppressed, new_keys=new_keys)
 
 
 _VERDICT_RANK = {"READY": 0, "LIGHT REFACTOR": 1, "SIGNIFICANT REFACTOR": 2, "NOT RECOMMENDED": 3}

@@ -7,8 +7,6 @@
     cpq query --relations
 
 Both reuse the assessment (`assess_cached`), so a question costs a few queries, not a re-run.
-Option types are declared here rather than imported from app.py: app.py imports this module
-while it is itself being imported.
 """
 
 from __future__ import annotations
@@ -20,6 +18,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+
+from .options import (
+    CpuOnlyOpt,
+    ElementsOpt,
+    GpuOpt,
+    GpusOpt,
+    NodesOpt,
+    PatternOpt,
+    RulesOpt,
+    build_context,
+    load_config,
+    usage_error,
+)
 
 if TYPE_CHECKING:
     from ..assessment import Assessment
@@ -38,21 +49,6 @@ class QueryFormat(StrEnum):
     json = "json"
     csv = "csv"
 
-
-ElementsOpt = Annotated[
-    str | None,
-    typer.Option("--elements", help="Hot-path array size in total: 8192, 16M, 2.5e8, 16384x16384."),
-]
-GpusOpt = Annotated[int | None, typer.Option("--gpus", help="GPUs per node (default 1–4).")]
-NodesOpt = Annotated[int | None, typer.Option("--nodes", help="Nodes (default 1).")]
-GpuOpt = Annotated[
-    str | None, typer.Option("--gpu", help="GPU model (H100, A100, V100, P100, ...) or sm_XX / X.Y.")
-]
-CpuOnlyOpt = Annotated[bool, typer.Option("--cpu-only", help="A CPU-only Legate run.")]
-PatternOpt = Annotated[str | None, typer.Option("--pattern", help="Override the inferred compute pattern.")]
-RulesOpt = Annotated[
-    Path | None, typer.Option("--rules", help="Use this rules file instead of the shipped rules.dl.")
-]
 
 WHY_USAGE = "CODE FILE:LINE [PATH] | verdict [PATH] | gate N [PATH] | not CODE FILE:LINE [PATH]"
 
@@ -74,11 +70,6 @@ QUERY_HELP = (
 )
 
 
-def usage_error(message: str) -> NoReturn:
-    typer.echo(f"cpq: {message}", err=True)
-    raise typer.Exit(2)
-
-
 def _verbose() -> bool:
     from .app import state
 
@@ -92,19 +83,15 @@ def _quiet() -> bool:
 
 
 def _context(
+    path: Path,
     elements: str | None,
     gpus: int | None,
     nodes: int | None,
     gpu: str | None,
-    cpu_only: bool,
+    cpu_only: bool | None,
     pattern: str | None,
 ) -> Context:
-    from ..context import Context, ContextError
-
-    try:
-        return Context.from_options(elements, gpus, nodes, gpu, cpu_only, pattern)
-    except ContextError as exc:
-        usage_error(str(exc))
+    return build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
 
 
 def _assessment(path: Path, context: Context, rules: Path | None) -> Assessment:
@@ -117,7 +104,7 @@ def _assessment(path: Path, context: Context, rules: Path | None) -> Assessment:
         usage_error(f"{rules}: no such rules file")
     started = time.perf_counter()
     try:
-        result = assess_cached(path, context, rules)
+        result = assess_cached(path, context, rules, config=load_config(path))
     except DatalogError as exc:
         usage_error(str(exc))
     if _verbose():
@@ -161,7 +148,7 @@ def why(
     gpus: GpusOpt = None,
     nodes: NodesOpt = None,
     gpu: GpuOpt = None,
-    cpu_only: CpuOnlyOpt = False,
+    cpu_only: CpuOnlyOpt = None,
     pattern: PatternOpt = None,
     format: Annotated[WhyFormat, typer.Option("--format", "-f", help="Proof format.")] = WhyFormat.text,
     depth: Annotated[
@@ -185,7 +172,7 @@ def why(
             target = parse_file_line(operands[1])
         except TargetError as exc:
             usage_error(str(exc))
-    context = _context(elements, gpus, nodes, gpu, cpu_only, pattern)
+    context = _context(path, elements, gpus, nodes, gpu, cpu_only, pattern)
     result = _assessment(path, context, rules)
     from ..assessment import load_program
 
@@ -290,7 +277,7 @@ def query(
     gpus: GpusOpt = None,
     nodes: NodesOpt = None,
     gpu: GpuOpt = None,
-    cpu_only: CpuOnlyOpt = False,
+    cpu_only: CpuOnlyOpt = None,
     pattern: PatternOpt = None,
     rules: RulesOpt = None,
 ) -> None:
@@ -311,7 +298,7 @@ def query(
         compile_query(atoms, program.relations, "query")
     except DatalogError as exc:
         _query_error(atoms, exc, program)
-    result = _assessment(path, _context(elements, gpus, nodes, gpu, cpu_only, pattern), rules)
+    result = _assessment(path, _context(path, elements, gpus, nodes, gpu, cpu_only, pattern), rules)
     assert result.db is not None
     columns, rows = result.db.query(atoms, source="query")
     sys.stdout.write(_format_rows(columns, rows, format))

@@ -24,7 +24,7 @@ def _ctx(value: ContextValue, where: str = "") -> dict[str, Any]:
     return out
 
 
-def report_dict(a: Assessment) -> dict[str, Any]:
+def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None) -> dict[str, Any]:
     from ..manifest import load
 
     fill_gate_reasons(a)
@@ -62,9 +62,22 @@ def report_dict(a: Assessment) -> dict[str, Any]:
                 "message": f"{f.title}: {f.source_line}" if f.source_line else f.title,
                 "recipe": f.recipe or None,
                 "suppressed": f.suppressed,
+                **({"location": f.location} if f.location != f"{f.file}:{f.line}" else {}),
+                **(
+                    {"baseline": "new" if (f.code, f.file, f.line) in new_keys else "unchanged"}
+                    if new_keys is not None and not f.suppressed
+                    else {}
+                ),
             }
             for f in a.findings
         ],
+        "suppressions": {
+            "suppressed": sum(1 for f in a.findings if f.suppressed),
+            "unused": [
+                {"file": file, "line": s.line, "codes": list(s.codes) if s.codes else None}
+                for file, s in a.unused_suppressions
+            ],
+        },
         "audit_notes": [
             {"kind": n.kind, "file": n.file, "line": n.line, "function": n.function}
             for n in a.audit_notes
@@ -90,6 +103,7 @@ def report_dict(a: Assessment) -> dict[str, Any]:
             "assessed": len(a.files),
             "lines": a.lines,
             "skipped": [{"file": s.relpath, "reason": s.reason} for s in a.skipped],
+            "notebooks": sorted(a.notebooks),
         },
         "manifest": {
             "source": prov.get("source", ""),

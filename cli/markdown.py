@@ -38,10 +38,19 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def render(a: Assessment) -> str:
+def render(
+    a: Assessment,
+    show_suppressed: bool = False,
+    new_keys: set[tuple[str, str, int]] | None = None,
+) -> str:
     fill_gate_reasons(a)
     d = a.decision
     findings = [f for f in a.findings if not f.suppressed]
+    known = 0
+    if new_keys is not None:
+        shown = [f for f in findings if f.kind == "SCALES" or (f.code, f.file, f.line) in new_keys]
+        known = len(findings) - len(shown)
+        findings = shown
     by_kind: dict[str, list[Finding]] = defaultdict(list)
     for f in findings:
         by_kind[f.kind].append(f)
@@ -66,7 +75,7 @@ def render(a: Assessment) -> str:
     )
     out += ["", "## Recommended next steps", ""]
     out += _next_steps(a, findings, workload_stop)
-    out += _footer(a)
+    out += _footer(a, show_suppressed, known if new_keys is not None else None)
     return "\n".join(out) + "\n"
 
 
@@ -270,15 +279,32 @@ def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> 
     return [f"{i}. {s}" for i, s in enumerate(steps, 1)]
 
 
-def _footer(a: Assessment) -> list[str]:
-    out: list[str] = []
-    suppressed = [f for f in a.findings if f.suppressed]
-    if a.skipped or suppressed:
-        out += ["", "---", ""]
+def _footer(a: Assessment, show_suppressed: bool, known_in_baseline: int | None) -> list[str]:
+    out: list[str] = ["", "---", ""]
+    out.append(
+        f"Files: {len(a.files)} assessed, {len(a.skipped)} skipped"
+        + (f", {len(a.notebooks)} notebook(s)" if a.notebooks else "")
+        + "."
+    )
+    if known_in_baseline is not None:
+        out.append(
+            f"Baseline: {known_in_baseline} finding(s) already recorded are not shown; "
+            "the verdict counts them all."
+        )
     if a.skipped:
-        out.append(f"Skipped files ({len(a.skipped)}):")
-        out.append("")
+        out += ["", f"Skipped files ({len(a.skipped)}):", ""]
         out += [f"- {s.relpath}: {s.reason}" for s in a.skipped]
+    cells = [(f, c, r) for f, nb in sorted(a.notebooks.items()) for c, r in nb.skipped_cells]
+    if cells:
+        out += ["", "Notebook cells left out:", ""]
+        out += [f"- {f}:cell {c}: {r}" for f, c, r in cells]
+    suppressed = [f for f in a.findings if f.suppressed]
     if suppressed:
-        out.append(f"\nSuppressed findings: {len(suppressed)}.")
+        out += ["", f"Suppressed findings: {len(suppressed)} (`# cpq: ignore`), not counted in the verdict."]
+        if show_suppressed:
+            out += [""]
+            out += [f"- {f.location} {f.code} ({f.function}): {_code(f.source_line)}" for f in suppressed]
+    if a.unused_suppressions:
+        out += ["", f"Unused suppressions ({len(a.unused_suppressions)}): they match no finding.", ""]
+        out += [f"- {file}:{s.line}: {s.describe()}" for file, s in a.unused_suppressions]
     return out

@@ -10,9 +10,10 @@ import codecs
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 
@@ -21,7 +22,10 @@ SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".cpq", ".tox", ".nox", ".mypy_cache",
      ".pytest_cache", ".ruff_cache", "node_modules", ".ipynb_checkpoints"}
 )
-SOURCE_SUFFIXES = (".py",)
+SOURCE_SUFFIXES = (".py", ".ipynb")
+
+# Decides whether a path (relative to PATH; folders end with "/") is excluded by configuration.
+Excluder = Callable[[str], bool]
 
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
@@ -31,6 +35,7 @@ class SourceText:
     relpath: str
     text: str
     sha: str = ""  # sha256 of the file's bytes, the cache key
+    notebook: Any = None  # the NotebookSource of a .ipynb file (its cells as one module)
 
 
 @dataclass(frozen=True)
@@ -40,22 +45,30 @@ class Skipped:
 
 
 def iter_sources(
-    root: Path, max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    root: Path, max_file_size: int = DEFAULT_MAX_FILE_SIZE, excluded: Excluder | None = None
 ) -> Iterator[SourceText | Skipped]:
     """Yield every candidate file under `root` (or `root` itself), read or skipped."""
     if root.is_file() or (root.is_symlink() and not root.is_dir()):
         yield read_source(root, root.name, max_file_size)
         return
     real_root = root.resolve()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=None):
+    unreadable: list[str] = []
+
+    def walk_error(exc: OSError) -> None:
+        if exc.filename:
+            unreadable.append(str(exc.filename))
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=walk_error):
         here = Path(dirpath)
         kept = []
         for d in sorted(dirnames):
             full = here / d
-            if d in SKIP_DIRS or (full / "pyvenv.cfg").exists():
+            if d in SKIP_DIRS or _is_virtualenv(full):
                 continue
             if full.is_symlink():
                 continue  # symlinked folders are not followed (loops, trees outside PATH)
+            if excluded is not None and excluded(full.relative_to(root).as_posix() + "/"):
+                continue
             kept.append(d)
         dirnames[:] = kept
         for name in sorted(filenames):
@@ -63,6 +76,9 @@ def iter_sources(
                 continue
             full = here / name
             rel = full.relative_to(root).as_posix()
+            if excluded is not None and excluded(rel):
+                yield Skipped(rel, "excluded by configuration")
+                continue
             if full.is_symlink():
                 try:
                     target = full.resolve(strict=True)
@@ -73,6 +89,16 @@ def iter_sources(
                     yield Skipped(rel, "symlink leaving the assessed tree (not followed)")
                     continue
             yield read_source(full, rel, max_file_size)
+    for folder in unreadable:
+        rel = Path(folder).relative_to(root).as_posix() if Path(folder).is_relative_to(root) else folder
+        yield Skipped(rel + "/", "unreadable folder: permission denied or vanished")
+
+
+def _is_virtualenv(folder: Path) -> bool:
+    try:
+        return (folder / "pyvenv.cfg").exists()
+    except OSError:
+        return False
 
 
 def read_source(path: Path, relpath: str, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> SourceText | Skipped:
@@ -83,10 +109,23 @@ def read_source(path: Path, relpath: str, max_file_size: int = DEFAULT_MAX_FILE_
         data = path.read_bytes()
     except OSError as exc:
         return Skipped(relpath, f"unreadable: {exc.strerror or exc.__class__.__name__}")
+    sha = hashlib.sha256(data).hexdigest()
+    if relpath.endswith(".ipynb"):
+        return _read_notebook(data, relpath, sha)
     text = decode_source(data)
     if isinstance(text, Skipped):
         return Skipped(relpath, text.reason)
-    return SourceText(relpath, text, hashlib.sha256(data).hexdigest())
+    return SourceText(relpath, text, sha)
+
+
+def _read_notebook(data: bytes, relpath: str, sha: str) -> SourceText | Skipped:
+    from ..notebook import NotebookError, notebook_to_source
+
+    try:
+        notebook = notebook_to_source(data)
+    except NotebookError as exc:
+        return Skipped(relpath, f"notebook not readable: {exc}")
+    return SourceText(relpath, notebook.text, sha, notebook)
 
 
 def decode_source(data: bytes) -> str | Skipped:

@@ -1,0 +1,82 @@
+"""Options shared by `assess`, `why` and `query`, and the context and configuration they build.
+
+The context comes from the command line first, then `[tool.cpq]` in the nearest pyproject.toml,
+then the defaults of decision.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..context import Context
+
+ElementsOpt = Annotated[
+    str | None,
+    typer.Option("--elements", help="Hot-path array size in total: 8192, 16M, 2.5e8, 16384x16384."),
+]
+GpusOpt = Annotated[int | None, typer.Option("--gpus", help="GPUs per node (default 1–4).")]
+NodesOpt = Annotated[int | None, typer.Option("--nodes", help="Nodes (default 1).")]
+GpuOpt = Annotated[
+    str | None, typer.Option("--gpu", help="GPU model (H100, A100, V100, P100, ...) or sm_XX / X.Y.")
+]
+CpuOnlyOpt = Annotated[
+    bool | None,
+    typer.Option("--cpu-only/--no-cpu-only", help="A CPU-only Legate run.", show_default=False),
+]
+PatternOpt = Annotated[
+    str | None, typer.Option("--pattern", help="Override the inferred compute pattern.")
+]
+RulesOpt = Annotated[
+    Path | None, typer.Option("--rules", help="Use this rules file instead of the shipped rules.dl.")
+]
+
+
+def usage_error(message: str) -> NoReturn:
+    typer.echo(f"cpq: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def load_config(path: Path) -> Config:
+    """`[tool.cpq]` of the nearest pyproject.toml (defaults when there is none)."""
+    from ..config import ConfigError, config_for
+
+    try:
+        return config_for(path)
+    except ConfigError as exc:
+        usage_error(str(exc))
+
+
+def build_context(
+    config: Config,
+    elements: str | None,
+    gpus: int | None,
+    nodes: int | None,
+    gpu: str | None,
+    cpu_only: bool | None,
+    pattern: str | None,
+) -> Context:
+    """The context: command-line values win over the configuration's."""
+    from ..context import Context, ContextError
+
+    options = config.context_options(
+        elements=elements, gpus=gpus, nodes=nodes, gpu=gpu, cpu_only=cpu_only, pattern=pattern
+    )
+    try:
+        context = Context.from_options(**options)
+    except ContextError as exc:
+        usage_error(str(exc))
+    _mark_configured(context, config, elements, gpus, nodes, gpu)
+    return context
+
+
+def _mark_configured(context: Context, config: Config, elements, gpus, nodes, gpu) -> None:  # type: ignore[no-untyped-def]
+    """Values taken from pyproject.toml are reported as given, with where they came from."""
+    where = str(config.source) if config.source is not None else ""
+    for name, cli_value in (("elements", elements), ("gpus", gpus), ("nodes", nodes), ("gpu", gpu)):
+        if cli_value is None and getattr(config, name) is not None:
+            getattr(context, name).where = where
