@@ -160,6 +160,7 @@ class Assessment:
     cache_hits: int = 0
     reused_results: bool = False
     notebooks: dict[str, Any] = field(default_factory=dict)
+    partial: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
     suppressions: dict[str, list[Any]] = field(default_factory=dict)
     unused_suppressions: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -384,6 +385,7 @@ def assess(
         if store is not None:
             store.close()
     result.db = db
+    result.partial = db.rows("partial_file")
     result.findings = read_findings(db, result)
     keys = [(f.code, f.file, f.line) for f in result.findings]
     _, result.unused_suppressions = match_suppressions(keys, suppressions)

@@ -104,6 +104,7 @@ def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None
             "lines": a.lines,
             "skipped": [{"file": s.relpath, "reason": s.reason} for s in a.skipped],
             "notebooks": sorted(a.notebooks),
+            "partial": [{"file": f, "reason": r} for f, r in a.partial],
         },
         "manifest": {
             "source": prov.get("source", ""),

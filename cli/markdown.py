@@ -291,6 +291,9 @@ def _footer(a: Assessment, show_suppressed: bool, known_in_baseline: int | None)
             f"Baseline: {known_in_baseline} finding(s) already recorded are not shown; "
             "the verdict counts them all."
         )
+    if a.partial:
+        out += ["", f"Assessed in part ({len(a.partial)}):", ""]
+        out += [f"- {file}: {reason}" for file, reason in a.partial]
     if a.skipped:
         out += ["", f"Skipped files ({len(a.skipped)}):", ""]
         out += [f"- {s.relpath}: {s.reason}" for s in a.skipped]

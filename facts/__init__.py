@@ -27,22 +27,45 @@ class FileFacts:
     rows: Rows
     node_count: int
     lines: int
+    partial: str | None = None  # why only the intact parts were extracted
+
+
+# A file whose syntax errors cover more than this share of its lines is beyond recovery.
+MAX_BROKEN_SHARE = 0.5
 
 
 def extract_source(source: SourceText, module: str | None = None) -> FileFacts | Skipped:
-    """Parse one file and return its facts with file-local node ids, or why it was skipped."""
+    """Parse one file and return its facts with file-local node ids, or why it was skipped.
+
+    A file with syntax errors is still extracted, statement by statement, when the errors are
+    local: the statements they touch are left out and the file is marked partial."""
     try:
         parsed = parse(source.text)
     except Exception as exc:  # the native parser must never take the run down
         return Skipped(source.relpath, f"parser failure: {exc.__class__.__name__}")
-    if parsed.error_line is not None:
-        return Skipped(source.relpath, f"SyntaxError: invalid syntax at line {parsed.error_line}")
+    if parsed.python2_line is not None:
+        return Skipped(
+            source.relpath,
+            f"SyntaxError: Python 2 syntax (print/exec statement) at line {parsed.python2_line}",
+        )
     lines = source.text.count("\n") + (0 if source.text.endswith("\n") else 1)
+    first_error = parsed.error_line
+    if first_error is not None and parsed.error_lines() > MAX_BROKEN_SHARE * max(lines, 1):
+        return Skipped(source.relpath, f"SyntaxError: invalid syntax at line {first_error}")
     is_package = source.relpath.endswith("__init__.py")
     name = module if module is not None else module_name_for(source.relpath)
     extractor = FileExtractor(source.relpath, name, is_package)
     try:
-        rows = extractor.extract(parsed.root, lines)
+        rows = extractor.extract(parsed.root, lines, parsed.errors)
     except RecursionError:
         return Skipped(source.relpath, "too deeply nested to analyse")
-    return FileFacts(source.relpath, rows, extractor.node_count, lines)
+    partial = None
+    if first_error is not None:
+        if extractor.intact_statements == 0:
+            return Skipped(source.relpath, f"SyntaxError: invalid syntax at line {first_error}")
+        partial = (
+            f"SyntaxError at line {first_error}: {extractor.dropped_statements} statement(s) "
+            "left out, the intact parts assessed"
+        )
+        rows["partial_file"].append((source.relpath, partial))
+    return FileFacts(source.relpath, rows, extractor.node_count, lines, partial)

@@ -25,6 +25,19 @@ _COMPREHENSIONS = frozenset(
 _SEQUENCES = frozenset(
     {"tuple", "list", "set", "expression_list", "pattern_list", "tuple_pattern", "list_pattern"}
 )
+_COMPOUND_STATEMENTS = frozenset(
+    {
+        "function_definition",
+        "class_definition",
+        "decorated_definition",
+        "for_statement",
+        "while_statement",
+        "if_statement",
+        "with_statement",
+        "try_statement",
+        "match_statement",
+    }
+)
 _PATTERN_SEQUENCES = frozenset({"pattern_list", "tuple_pattern", "list_pattern"})
 _SIMPLE_STMT_KINDS = {
     "return_statement": "return",
@@ -278,6 +291,9 @@ class FileExtractor:
         self.resolver = Resolver()
         self._next_id = 0
         self._ints: dict[int, int] = {}
+        self._errors: list[tuple[int, int]] = []
+        self.intact_statements = 0
+        self.dropped_statements = 0
         self._scopes: dict[int, Scope] = {}
         self._attr_obj: dict[int, int] = {}
 
@@ -290,7 +306,10 @@ class FileExtractor:
     def node_count(self) -> int:
         return self._next_id
 
-    def extract(self, root: PNode, lines: int) -> Rows:
+    def extract(self, root: PNode, lines: int, errors: list[tuple[int, int]] | None = None) -> Rows:
+        """The facts of a parsed file. Statements that overlap a syntax error (`errors`, line
+        ranges) are left out; the rest of the file is still extracted."""
+        self._errors = errors or []
         collector = _BindingCollector(self.module, self.is_package)
         top = collector.collect(root)
         self._scopes = collector.scope_of_def
@@ -304,8 +323,25 @@ class FileExtractor:
 
     def _statements(self, nodes: list[PNode], ctx: _Ctx) -> None:
         for node in nodes:
-            if node.named and node.kind != "comment":
-                self._statement(node, ctx)
+            if not node.named or node.kind == "comment":
+                continue
+            if self._errors and self._broken(node):
+                self.dropped_statements += 1
+                continue
+            self.intact_statements += 1
+            self._statement(node, ctx)
+
+    def _broken(self, node: PNode) -> bool:
+        """A statement to leave out: an ERROR node, a simple statement overlapping a syntax
+        error, or a compound statement whose header line has one (its body is still visited)."""
+        if node.kind == "ERROR":
+            return True
+        overlapping = [s for s, e in self._errors if s <= node.end_line and e >= node.line]
+        if not overlapping:
+            return False
+        if node.kind in _COMPOUND_STATEMENTS:
+            return any(s <= node.line for s in overlapping)
+        return True
 
     def _stmt_node(self, node: PNode, kind: str, ctx: _Ctx) -> _Ctx:
         sid = self.new_id()

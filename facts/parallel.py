@@ -24,9 +24,9 @@ def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
     relpath, text, deep = item
     if not deep:
         # Parsed all the same: a file that Python would reject is reported, never counted.
-        error = parse(text).error_line
-        if error is not None:
-            return relpath, f"SyntaxError: invalid syntax at line {error}"
+        parsed = parse(text)
+        if parsed.error_line is not None:
+            return relpath, f"SyntaxError: invalid syntax at line {parsed.error_line}"
         lines = text.count("\n") + (0 if text.endswith("\n") else 1)
         return relpath, pack_facts(
             {"source_file": [(relpath, module_name_for(relpath), lines)]}, 0, lines

@@ -31,6 +31,7 @@ INPUT_RELATIONS: dict[str, tuple[Column, ...]] = {
     for name, spec in {
         "source_file": "file:symbol, module:symbol, lines:number",
         "skipped_file": "file:symbol, reason:symbol",
+        "partial_file": "file:symbol, reason:symbol",
         "scope": "s:node, kind:symbol, qualname:symbol, file:symbol, line:number, end_line:number",
         "scope_parent": "s:node, parent:node",
         "function_def": "f:node, name:symbol, qualified:symbol",

@@ -28,9 +28,6 @@ _TEXT_KINDS = frozenset(
 )
 
 
-_ERROR_KINDS = frozenset({"ERROR", "print_statement", "exec_statement"})
-
-
 class PNode:
     __slots__ = ("kind", "line", "end_line", "children", "text", "named")
 
@@ -58,18 +55,35 @@ class PNode:
 
 
 class ParseResult:
-    __slots__ = ("root", "error_line")
+    __slots__ = ("root", "errors", "python2_line")
 
-    def __init__(self, root: PNode, error_line: int | None) -> None:
+    def __init__(self, root: PNode, errors: list[tuple[int, int]], python2_line: int | None) -> None:
         self.root = root
-        self.error_line = error_line  # first line of a syntax error, if any
+        self.errors = sorted(errors)  # (first line, last line) of each syntax error
+        self.python2_line = python2_line  # a Python 2 print/exec statement, if any
+
+    @property
+    def error_line(self) -> int | None:
+        """The first line of a syntax error (a Python 2 statement counts), if any."""
+        lines = [start for start, _ in self.errors]
+        if self.python2_line is not None:
+            lines.append(self.python2_line)
+        return min(lines) if lines else None
+
+    def error_lines(self) -> int:
+        """How many lines syntax errors cover."""
+        covered: set[int] = set()
+        for start, end in self.errors:
+            covered.update(range(start, end + 1))
+        return len(covered)
 
 
 def parse(source: str) -> ParseResult:
     root = SgRoot(source, "python").root()
-    error_line: list[int] = []
-    proot = _convert(root, error_line)
-    return ParseResult(proot, error_line[0] if error_line else None)
+    errors: list[tuple[int, int]] = []
+    python2: list[int] = []
+    proot = _convert(root, errors, python2)
+    return ParseResult(proot, errors, min(python2) if python2 else None)
 
 
 # Unnamed tokens the extractor reads (operators, `=`, slice colons, import dots); other
@@ -79,9 +93,10 @@ _KEPT_TOKENS = frozenset(
     not_in is_not += -= *= /= //= %= **= @= &= |= ^= <<= >>=""".split()
 ) | {"not in", "is not"}
 _LEAF_KINDS = frozenset({"string_content", "not in", "is not"})
+_PYTHON2_KINDS = frozenset({"print_statement", "exec_statement"})
 
 
-def _convert(sg: SgNode, error_line: list[int]) -> PNode:
+def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> PNode:
     # Iterative, so a pathologically nested expression cannot exhaust the stack.
     rng = sg.range()
     top = PNode(sg.kind(), rng.start.line + 1, rng.end.line + 1, True, None)
@@ -98,24 +113,21 @@ def _convert(sg: SgNode, error_line: list[int]) -> PNode:
             if not child.is_named():
                 # tree-sitter recovers from a syntax error with zero-width MISSING tokens.
                 if start.index == crng.end.index:
-                    _error(error_line, start.line + 1)
+                    errors.append((start.line + 1, start.line + 1))
                 if kind in kept:
                     out.append(PNode(kind, start.line + 1, start.line + 1, False, None))
                 continue
             line = start.line + 1
-            # ERROR nodes mark unparsable text; print/exec statements are Python 2 syntax.
-            if kind in _ERROR_KINDS:
-                _error(error_line, line)
+            end_line = crng.end.line + 1
+            if kind == "ERROR":
+                errors.append((line, end_line))
+            elif kind in _PYTHON2_KINDS:
+                python2.append(line)
             text = child.text() if kind in text_kinds else None
-            pchild = PNode(kind, line, crng.end.line + 1, True, text)
+            pchild = PNode(kind, line, end_line, True, text)
             out.append(pchild)
             if kind not in _LEAF_KINDS and not child.is_leaf():
                 stack.append((child, pchild))
             elif start.index == crng.end.index and kind != "block":
-                _error(error_line, line)
+                errors.append((line, line))
     return top
-
-
-def _error(error_line: list[int], line: int) -> None:
-    if not error_line or line < error_line[0]:
-        error_line[:] = [line]
