@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from . import __version__
+from .suppress import comment_start
 
 SCHEMA = "cpq.baseline/1"
 
@@ -49,22 +50,8 @@ F = TypeVar("F", bound=FindingLike)
 
 def strip_comment(line: str) -> str:
     """`line` without its trailing `#` comment; a `#` inside a string literal stays."""
-    quote = ""
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        if quote:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "#":
-            return line[:i]
-        i += 1
-    return line
+    at = comment_start(line)
+    return line if at is None else line[:at]
 
 
 def normalise_line(line: str) -> str:

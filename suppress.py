@@ -73,12 +73,13 @@ def _comments(text: str) -> Iterable[tuple[int, str]]:
         for number, line in enumerate(text.splitlines(), start=1):
             if number <= reached:
                 continue
-            at = _comment_start(line)
+            at = comment_start(line)
             if at is not None:
                 yield number, line[at:]
 
 
-def _comment_start(line: str) -> int | None:
+def comment_start(line: str) -> int | None:
+    """Where the `#` comment of a source line starts (a `#` inside a string literal does not)."""
     quote = ""
     i = 0
     while i < len(line):
