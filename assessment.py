@@ -154,13 +154,14 @@ class Assessment:
     audit_notes: list[AuditNote] = field(default_factory=list)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
-    sources: dict[str, list[str]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # relpath -> text
     db: Database | None = None
     decision: Decision = field(default_factory=Decision)
     cache_hits: int = 0
     reused_results: bool = False
     notebooks: dict[str, Any] = field(default_factory=dict)
     partial: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
+    _lines: dict[str, list[str]] = field(default_factory=dict, repr=False)
     suppressions: dict[str, list[Any]] = field(default_factory=dict)
     unused_suppressions: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -178,11 +179,18 @@ class Assessment:
     def verdict(self) -> str:
         return self.decision.verdict
 
+    def raw_line(self, file: str, line: int) -> str:
+        """Line `line` of `file` as written (files are split into lines only when asked)."""
+        lines = self._lines.get(file)
+        if lines is None:
+            text = self.sources.get(file)
+            if text is None:
+                return ""
+            lines = self._lines[file] = text.split("\n")
+        return lines[line - 1] if 1 <= line <= len(lines) else ""
+
     def source_line(self, file: str, line: int) -> str:
-        lines = self.sources.get(file)
-        if not lines or not 1 <= line <= len(lines):
-            return ""
-        return lines[line - 1].strip()
+        return self.raw_line(file, line).strip()
 
 
 def manifest_facts() -> dict[str, list[tuple]]:
@@ -199,7 +207,7 @@ class Collected:
     facts: FactSet = field(default_factory=FactSet)
     files: list[str] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
-    sources: dict[str, list[str]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # relpath -> text
     lines: int = 0
     cache_hits: int = 0
     extracted: bool = False
@@ -222,7 +230,7 @@ def discover(
     collected = Collected(list(iter_sources(root, max_file_size, excluded)))
     for item in collected.found:
         if isinstance(item, SourceText):
-            collected.sources[item.relpath] = item.text.split("\n")
+            collected.sources[item.relpath] = item.text
             if item.notebook is not None:
                 collected.notebooks[item.relpath] = item.notebook
     return collected

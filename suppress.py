@@ -108,11 +108,17 @@ def parse_suppressions(text: str) -> list[Suppression]:
     return out
 
 
+_MENTIONS_CPQ = re.compile(r"cpq\s*:", re.IGNORECASE)
+
+
 def suppressions_by_file(sources: Mapping[str, str | list[str]]) -> dict[str, list[Suppression]]:
-    """Parse every file of an assessment (`Assessment.sources` holds lists of lines)."""
+    """Parse every file of an assessment (`Assessment.sources`: text, or lists of lines)."""
     out: dict[str, list[Suppression]] = {}
     for file, text in sources.items():
-        found = parse_suppressions(text if isinstance(text, str) else "\n".join(text))
+        text = text if isinstance(text, str) else "\n".join(text)
+        if not _MENTIONS_CPQ.search(text):
+            continue  # tokenizing is slow; most files hold no directive at all
+        found = parse_suppressions(text)
         if found:
             out[file] = found
     return out

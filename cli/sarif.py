@@ -204,10 +204,7 @@ def _result(
 
 
 def _raw_line(a: Assessment, file: str, line: int) -> str:
-    lines = a.sources.get(file)
-    if not lines or not 1 <= line <= len(lines):
-        return ""
-    return lines[line - 1]
+    return a.raw_line(file, line)
 
 
 def _artifact(relpath: str) -> dict[str, str]:
