@@ -18,13 +18,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from . import store as fact_store
 from .config import Config
 from .context import Context
-from .engine import Database, Program, parse_program
+from .engine import Database, DatalogError, Program, parse_program
 from .facts import Skipped, SourceText, iter_sources
 from .facts.discover import DEFAULT_MAX_FILE_SIZE
 from .facts.store import FactSet
-from .store import FactStore, content_digest, default_cache_dir, open_store, unpack_facts
+from .store import (
+    FactStore,
+    content_digest,
+    default_cache_dir,
+    open_store,
+    unpack_facts,
+)
 
 if TYPE_CHECKING:
     from .suppress import Suppression
@@ -64,10 +71,42 @@ def rules_text() -> str:
     return resources.files("cpq").joinpath("rules.dl").read_text(encoding="utf-8")
 
 
+# Relations the pipeline loads or reads: a user's --rules file must declare them.
+REQUIRED_RELATIONS = (
+    "source_file", "skipped_file", "partial_file", "context_number", "context_symbol",
+    "suppressed", "disabled", "api_support", "api_alias", "code_info", "finding", "finding_hot",
+    "finding_counts", "audit_note", "verdict", "verdict_rule", "gate_status", "compute_pattern",
+    "pattern_evidence", "problem_size", "inferred_elements_at", "per_gpu", "api_gap",
+    "batching_path", "touchpoints", "readiness", "blocks_sites", "refactor_sites",
+)
+
+
 def load_program(rules_path: Path | None = None) -> Program:
-    if rules_path is not None:
-        return _program_from_text(rules_path.read_text(encoding="utf-8"), str(rules_path))
-    return _program_from_text(rules_text(), "rules.dl")
+    if rules_path is None:
+        return _program_from_text(rules_text(), "rules.dl")
+    try:
+        text = rules_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatalogError(
+            f"not UTF-8 text ({exc.reason})", source=str(rules_path), line=1, column=1
+        ) from None
+    except OSError as exc:
+        raise DatalogError(
+            f"cannot read: {exc.strerror}", source=str(rules_path), line=1, column=1
+        ) from None
+    program = _program_from_text(text, str(rules_path))
+    from .facts.schema import INPUT_RELATIONS
+
+    missing = [r for r in (*INPUT_RELATIONS, *REQUIRED_RELATIONS) if r not in program.relations]
+    if missing:
+        raise DatalogError(
+            "the rules file does not declare relations cpq needs: " + ", ".join(missing[:8])
+            + (" …" if len(missing) > 8 else "") + " (extend a copy of the shipped rules.dl)",
+            source=str(rules_path),
+            line=1,
+            column=1,
+        )
+    return program
 
 
 @dataclass
@@ -277,7 +316,16 @@ def extract_facts(
             collected.skipped.append(Skipped(item.relpath, data))
             collected.sources.pop(item.relpath, None)
             continue
-        rows, node_count, lines = unpack_facts(data)
+        try:
+            rows, node_count, lines = unpack_facts(data)
+        except (EOFError, ValueError, TypeError):
+            # A damaged cache entry: extract the file again rather than trust it.
+            data = extract_all([item], deep, None, 1)[item.relpath]
+            if isinstance(data, str):
+                collected.skipped.append(Skipped(item.relpath, data))
+                collected.sources.pop(item.relpath, None)
+                continue
+            rows, node_count, lines = unpack_facts(data)
         facts.add_file(rows, node_count)
         collected.files.append(item.relpath)
         collected.lines += lines
@@ -300,6 +348,7 @@ def _results_digest(
     manifest = load()
     parts = [
         __version__,
+        fact_store.extractor_stamp(),
         program_text,
         repr(context.facts()),
         repr(context.pattern),
@@ -436,9 +485,20 @@ def _new_database(program: Program, context: Context) -> Database:
 
 
 def _open_saved(program: Program, path: Path) -> Database | None:
+    """The saved results, checked readable end to end (DuckDB opens files lazily)."""
+    db = None
     try:
-        return Database.open(program, path)
+        db = Database.open(program, path)
+        for name in ("source_file", "skipped_file", "finding", "verdict", "gate_status"):
+            db.rows(name)
+        return db
     except Exception:  # a damaged or locked results file is recomputed, never trusted
+        if db is not None:
+            try:
+                db.close()
+            except Exception:
+                pass
+        path.unlink(missing_ok=True)
         return None
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 DEFAULT_ELEMENTS = (30_000_000, 50_000_000)
 DEFAULT_GPUS = (1, 4)
 DEFAULT_NODES = 1
+MAX_ELEMENTS = 10**15  # keeps every product in the rules within 64-bit integers
+MAX_DEVICES = 1_000_000
 
 # GPU model -> compute capability (major*10 + minor).
 GPU_CAPABILITY: dict[str, int] = {
@@ -60,6 +62,8 @@ def parse_elements(text: str) -> int:
         total = 1
         for part in re.split(r"[x×*]", t, flags=re.I):
             total *= parse_elements(part)
+        if total > MAX_ELEMENTS:
+            raise ContextError(f"--elements: {text!r} is beyond any machine (at most {MAX_ELEMENTS:.0e})")
         return total
     m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([KMGBT]?)", t, re.I)
     if not m:
@@ -67,6 +71,8 @@ def parse_elements(text: str) -> int:
     value = float(m.group(1)) * _SUFFIX[m.group(2).upper()]
     if value < 1:
         raise ContextError(f"--elements must be at least 1, got {text!r}")
+    if value > MAX_ELEMENTS:
+        raise ContextError(f"--elements: {text!r} is beyond any machine (at most {MAX_ELEMENTS:.0e})")
     return int(value)
 
 
@@ -137,12 +143,12 @@ class Context:
             n = parse_elements(elements)
             ctx.elements = ContextValue(n, n, "given")
         if gpus is not None:
-            if gpus < 1:
-                raise ContextError("--gpus must be at least 1")
+            if not 1 <= gpus <= MAX_DEVICES:
+                raise ContextError(f"--gpus must be between 1 and {MAX_DEVICES:,}")
             ctx.gpus = ContextValue(gpus, gpus, "given")
         if nodes is not None:
-            if nodes < 1:
-                raise ContextError("--nodes must be at least 1")
+            if not 1 <= nodes <= MAX_DEVICES:
+                raise ContextError(f"--nodes must be between 1 and {MAX_DEVICES:,}")
             ctx.nodes = ContextValue(nodes, nodes, "given")
         if gpu is not None:
             label, cc = parse_gpu(gpu)

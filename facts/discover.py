@@ -10,6 +10,7 @@ import codecs
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,11 @@ def iter_sources(
                 continue
             full = here / name
             rel = full.relative_to(root).as_posix()
+            if not _utf8(rel):
+                # The name cannot travel in reports (JSON, SARIF) as is: shown escaped, skipped.
+                shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                yield Skipped(shown, "file name is not valid UTF-8")
+                continue
             if excluded is not None and excluded(rel):
                 yield Skipped(rel, "excluded by configuration")
                 continue
@@ -101,9 +107,20 @@ def _is_virtualenv(folder: Path) -> bool:
         return False
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def read_source(path: Path, relpath: str, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> SourceText | Skipped:
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            return Skipped(relpath, "not a regular file (pipe, socket or device)")
+        size = info.st_size
         if size > max_file_size:
             return Skipped(relpath, f"too large ({size:,} bytes > --max-file-size {max_file_size:,})")
         data = path.read_bytes()
@@ -143,6 +160,9 @@ def decode_source(data: bytes) -> str | Skipped:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return Skipped("", f"not valid {encoding} text (line {line}: {exc.reason})")
+    if not _utf8(text):
+        # Codecs such as unicode_escape can produce lone surrogates, which no report can hold.
+        return Skipped("", f"not valid text: {encoding} decoding yields unpaired surrogates")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

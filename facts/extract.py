@@ -17,6 +17,7 @@ from .tree import PNode
 Rows = dict[str, list[tuple]]
 
 _MAX_STR = 120
+MAX_EXPR_DEPTH = 64
 _MAX_INT = 1 << 62
 
 _COMPREHENSIONS = frozenset(
@@ -292,6 +293,7 @@ class FileExtractor:
         self._next_id = 0
         self._ints: dict[int, int] = {}
         self._errors: list[tuple[int, int]] = []
+        self._depth = 0
         self.intact_statements = 0
         self.dropped_statements = 0
         self._scopes: dict[int, Scope] = {}
@@ -673,7 +675,17 @@ class FileExtractor:
         return nid
 
     def _child(self, parent: int, node: PNode, ctx: _Ctx) -> int:
-        cid = self._expr(node, ctx)
+        self._depth += 1
+        try:
+            if self._depth > MAX_EXPR_DEPTH:
+                # Generated code can nest thousands of operators (a+b+c+...); beyond this depth
+                # the subtree is recorded as one opaque node, which keeps every rule's
+                # recursion over expressions short.
+                cid = self._node(node, "deep_expression", ctx)
+            else:
+                cid = self._expr(node, ctx)
+        finally:
+            self._depth -= 1
         self.rows["sub_expr"].append((parent, cid))
         return cid
 
