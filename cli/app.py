@@ -346,4 +346,8 @@ _register_explain()
 
 
 def main() -> None:
+    import signal
+
+    # SIGTERM (CI timeouts, kill) unwinds like Ctrl-C, so extraction workers are shut down too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     app()

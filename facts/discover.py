@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+# tree-sitter positions cost time proportional to the column, so a very long line (minified or
+# generated code) makes parsing quadratic; such files are skipped with this reason.
+MAX_LINE_LENGTH = 20_000
 
 # Folders that hold no user source: version control, caches, virtual environments.
 SKIP_DIRS = frozenset(
@@ -163,7 +166,15 @@ def decode_source(data: bytes) -> str | Skipped:
     if not _utf8(text):
         # Codecs such as unicode_escape can produce lone surrogates, which no report can hold.
         return Skipped("", f"not valid text: {encoding} decoding yields unpaired surrogates")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if len(text) > MAX_LINE_LENGTH:
+        longest = max(map(len, text.split("\n")))
+        if longest > MAX_LINE_LENGTH:
+            return Skipped(
+                "", f"a line of {longest:,} characters (generated or minified code; limit "
+                f"{MAX_LINE_LENGTH:,})"
+            )
+    return text
 
 
 def _declared_encoding(data: bytes) -> str | None:

@@ -40,6 +40,20 @@ def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
     return relpath, pack_facts(dict(result.rows), result.node_count, result.lines)
 
 
+def _die_with_parent() -> None:
+    """A worker ends when the assessing process does, even when that one is killed."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def cache_key(source: SourceText, deep: bool) -> str:
     return f"{source.sha}:{'d' if deep else 's'}"
 
@@ -73,7 +87,9 @@ def extract_all(
         # Largest files first so that the workers finish together.
         todo.sort(key=lambda item: len(item[1]), reverse=True)
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(todo)), mp_context=context, initializer=_die_with_parent
+        ) as pool:
             for relpath, packed in pool.map(_extract_packed, todo, chunksize=4):
                 out[relpath] = packed
                 if on_done is not None:

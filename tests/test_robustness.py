@@ -553,15 +553,6 @@ def test_codec_producing_lone_surrogates_is_skipped(tmp_path: Path) -> None:
     assert report["files"]["assessed"] + len(report["files"]["skipped"]) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: time quadratic in the length of a line: facts/tree.py _convert calls SgNode.range() "
-    "for every node, and ast-grep computes the column by scanning the line from its start, so a "
-    "generated one-line file of 400 KB takes about a minute and one of 10 MB (under the default "
-    "--max-file-size) hours. Fix: skip files whose longest line exceeds a limit (e.g. 20,000 "
-    "characters: 'generated/minified: line N is L characters long') before parsing, or take "
-    "positions from byte offsets instead of range().",
-)
 def test_long_one_line_generated_file_is_handled_in_linear_time(tmp_path: Path) -> None:
     root = tmp_path / "tree"
     write(root, "data.py", "TABLE = [" + "1," * 200_000 + "]\n")  # 400 KB on one line
@@ -634,16 +625,6 @@ def _children(pid: int) -> set[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `cpq assess` stopped with SIGTERM (`timeout`, CI cancellation, kill) leaves its fork "
-    "extraction workers alive for ever, idle and holding the parent's stdout/stderr open, so a "
-    "harness reading the output hangs too (SIGINT is fine: the executor shuts down). "
-    "facts/parallel.py extract_all: no SIGTERM handling, workers do not watch their parent. Fix: "
-    "turn SIGTERM into SystemExit in cli.app.main (the with-block then shuts the pool down) and have "
-    "workers exit when the parent is gone (initializer: prctl PR_SET_PDEATHSIG on Linux, or poll "
-    "os.getppid()).",
-)
 def test_terminated_run_leaves_no_worker_processes(tmp_path: Path) -> None:
     root = tmp_path / "tree"
     body = "import numpy as np\n" + "".join(f"v{i} = np.zeros({i}) + v{i - 1}\n" for i in range(3000))
