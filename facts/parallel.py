@@ -41,17 +41,10 @@ def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
 
 
 def _die_with_parent() -> None:
-    """A worker ends when the assessing process does, even when that one is killed."""
+    """Workers take the default SIGTERM action (the parent handles it to shut the pool down)."""
     import signal
 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def cache_key(source: SourceText, deep: bool) -> str:
