@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-import os
-import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -57,17 +55,6 @@ class FactStore:
     hits: int = 0
     misses: int = 0
     _pending: list[tuple[str, str, bytes]] = field(default_factory=list)
-
-    def get(self, relpath: str, sha: str) -> bytes | None:
-        row = self.con.execute(
-            "SELECT data FROM file_facts WHERE path = ? AND sha = ? AND stamp = ?",
-            [relpath, sha, self.stamp],
-        ).fetchone()
-        if row is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        return bytes(row[0])
 
     def get_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
         """Facts for many (path, sha) pairs in one query."""
@@ -152,7 +139,6 @@ def open_store(directory: Path) -> FactStore | None:
                 "CREATE TABLE IF NOT EXISTS file_facts "
                 "(path VARCHAR, sha VARCHAR, stamp VARCHAR, data BLOB)"
             )
-            con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR, value VARCHAR)")
             return FactStore(directory, con, extractor_stamp())
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
@@ -196,10 +182,3 @@ def content_digest(parts: list[str]) -> str:
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     return digest.hexdigest()
-
-
-def touch(path: Path) -> None:
-    try:
-        os.utime(path, (time.time(), time.time()))
-    except OSError:
-        pass

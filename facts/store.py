@@ -26,12 +26,13 @@ def rows_to_columns(rows: dict[str, list[tuple]]) -> Columns:
 
 
 class FactSet:
-    def __init__(self, sink: Callable[[str, pa.Table], None] | None = None) -> None:
+    def __init__(self, sink: Callable[[str, pa.Table], int] | None = None) -> None:
         self._cols: dict[str, list[list]] = {}
         self._runs: dict[str, list[tuple[int, int]]] = {}  # (node id base, row count) per file
         self._next_base = 0
         self._buffered = 0
         self._total = 0
+        self._kept = 0  # tuples the sink reported as new (a set drops duplicates)
         self._sink = sink
 
     def add_file(self, columns: Columns, node_count: int) -> None:
@@ -54,10 +55,8 @@ class FactSet:
         self.add_file({relation: [[v] for v in row]}, 0)
 
     def count(self) -> int:
+        """Facts gathered: as kept by the sink once flushed, else as added."""
         return self._total
-
-    def relations(self) -> list[str]:
-        return list(self._cols)
 
     def arrow_table(self, relation: str) -> pa.Table:
         columns = INPUT_RELATIONS[relation]
@@ -89,7 +88,8 @@ class FactSet:
         if self._sink is None:
             return
         for relation in list(self._cols):
-            self._sink(relation, self.arrow_table(relation))
+            self._kept += self._sink(relation, self.arrow_table(relation))
+        self._total = self._kept
         self._cols.clear()
         self._runs.clear()
         self._buffered = 0
