@@ -6,9 +6,12 @@ come out of `rules.dl`; this module gathers inputs and reads results back.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
+import re
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,19 +27,14 @@ from .context import Context
 from .engine import Database, DatalogError, Program, parse_program
 from .facts import Skipped, SourceText, iter_sources
 from .facts.discover import DEFAULT_MAX_FILE_SIZE
-from .facts.store import FactSet
-from .store import (
-    FactStore,
-    content_digest,
-    default_cache_dir,
-    open_store,
-    unpack_facts,
-)
+from .facts.store import FactSet, unpack_facts
+from .store import FactStore, content_digest, default_cache_dir, open_store
 
 if TYPE_CHECKING:
     from .suppress import Suppression
 
 CONTEXT_RELATION = "context_number"
+DEFAULT_MEMORY_LIMIT = "1GB"
 
 
 @lru_cache(maxsize=4)
@@ -294,41 +292,50 @@ def extract_facts(
     jobs: int | None = None,
     show_progress: bool = False,
 ) -> Collected:
-    from .facts.parallel import extract_all
+    from .facts.parallel import extract_all, iter_extracted
     from .facts.relevance import deep_files
 
     texts = [item for item in collected.found if isinstance(item, SourceText)]
+    by_path = {s.relpath: s for s in texts}
     deep = deep_files({s.relpath: s.text for s in texts})
-    if show_progress:
-        from .progress import Progress
-
-        with Progress(len(texts), "extracting") as bar:
-            packed = extract_all(texts, deep, store, jobs, on_done=bar.advance)
-    else:
-        packed = extract_all(texts, deep, store, jobs)
+    failed: dict[str, str] = {}
     facts = collected.facts
+    with contextlib.ExitStack() as stack:
+        advance: Callable[[int], None] | None = None
+        if show_progress:
+            from .progress import Progress
+
+            advance = stack.enter_context(Progress(len(texts), "extracting")).advance
+        # Files arrive in discovery order: node ids are then the same with or without the cache.
+        for relpath, data in iter_extracted(texts, deep, store, jobs):
+            if advance is not None:
+                advance(1)
+            if isinstance(data, str):
+                failed[relpath] = data
+                continue
+            try:
+                rows, node_count, lines = unpack_facts(data)
+            except (EOFError, ValueError, TypeError):
+                # A damaged cache entry: extract the file again rather than trust it.
+                data = extract_all([by_path[relpath]], deep, None, 1)[relpath]
+                if isinstance(data, str):
+                    failed[relpath] = data
+                    continue
+                rows, node_count, lines = unpack_facts(data)
+            facts.add_file(rows, node_count)
+            collected.files.append(relpath)
+            collected.lines += lines
+    if store is not None:
+        try:
+            store.flush({item.relpath for item in collected.found})
+        except Exception:  # the cache is an optimisation; failing to write it is not an error
+            pass
     for item in collected.found:
         if isinstance(item, Skipped):
             collected.skipped.append(item)
-            continue
-        data = packed[item.relpath]
-        if isinstance(data, str):
-            collected.skipped.append(Skipped(item.relpath, data))
+        elif item.relpath in failed:
+            collected.skipped.append(Skipped(item.relpath, failed[item.relpath]))
             collected.sources.pop(item.relpath, None)
-            continue
-        try:
-            rows, node_count, lines = unpack_facts(data)
-        except (EOFError, ValueError, TypeError):
-            # A damaged cache entry: extract the file again rather than trust it.
-            data = extract_all([item], deep, None, 1)[item.relpath]
-            if isinstance(data, str):
-                collected.skipped.append(Skipped(item.relpath, data))
-                collected.sources.pop(item.relpath, None)
-                continue
-            rows, node_count, lines = unpack_facts(data)
-        facts.add_file(rows, node_count)
-        collected.files.append(item.relpath)
-        collected.lines += lines
     for skip in collected.skipped:
         facts.add("skipped_file", (skip.relpath, skip.reason))
     collected.cache_hits = store.hits if store is not None else 0
@@ -421,7 +428,14 @@ def assess(
             _summarise_from_db(collected, db)
             t1 = t2 = t3 = time.perf_counter()
         else:
-            db = _new_database(program, context)
+            # With a store, the evaluation happens in the results file itself, so keeping the
+            # results costs no copy, and DuckDB may move data to disk under its memory limit.
+            partial = _results_partial(store, digest) if store is not None else None
+            try:
+                db = _new_database(program, context, partial)
+            except Exception:  # the store cannot take the file: evaluate in memory
+                partial = None
+                db = _new_database(program, context)
             db.load("suppressed", _suppression_facts(collected, suppressions))
             db.load("disabled", _disabled_facts(path, collected, config))
             collected.facts = FactSet(sink=db.load)
@@ -431,8 +445,8 @@ def assess(
             t2 = time.perf_counter()
             db.evaluate()
             t3 = time.perf_counter()
-            if store is not None:
-                _save_results(db, store, digest, collected)
+            if store is not None and partial is not None:
+                db = _keep_results(db, program, store, partial, digest)
         result.files, result.skipped = collected.files, collected.skipped
         result.sources, result.lines = collected.sources, collected.lines
         result.fact_count = collected.facts.count() if collected.extracted else _fact_count(db)
@@ -473,15 +487,33 @@ def _fact_count(db: Database) -> int:
     return sum(db.count(name) for name in INPUT_RELATIONS)
 
 
-def _new_database(program: Program, context: Context) -> Database:
-    """A database with the context and the manifest loaded, ready for the code's facts."""
-    db = Database(program)
-    db.load(CONTEXT_RELATION, context.facts())
-    if context.pattern:
-        db.load("context_symbol", [("pattern", context.pattern)])
-    for relation, rows in manifest_facts().items():
-        db.load(relation, rows)
+def _new_database(program: Program, context: Context, path: Path | None = None) -> Database:
+    """A database (in memory, or in the file `path`) with the context and the manifest
+    loaded, ready for the code's facts."""
+    db = Database(program, path)
+    try:
+        db.con.execute(f"SET memory_limit = '{memory_limit()}'")
+        if path is None:
+            # Beyond the limit DuckDB writes to disk; never into the working directory.
+            spill = Path(tempfile.gettempdir()) / f"cpq-duckdb-{os.getpid()}"
+            db.con.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
+        db.load(CONTEXT_RELATION, context.facts())
+        if context.pattern:
+            db.load("context_symbol", [("pattern", context.pattern)])
+        for relation, rows in manifest_facts().items():
+            db.load(relation, rows)
+    except BaseException:
+        db.close()
+        raise
     return db
+
+
+def memory_limit() -> str:
+    """DuckDB's memory limit: CPQ_MEMORY_LIMIT (e.g. `4GB`), else 1 GB."""
+    value = os.environ.get("CPQ_MEMORY_LIMIT", "").strip()
+    if re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", value, flags=re.IGNORECASE):
+        return value
+    return DEFAULT_MEMORY_LIMIT
 
 
 def _open_saved(program: Program, path: Path) -> Database | None:
@@ -502,17 +534,31 @@ def _open_saved(program: Program, path: Path) -> Database | None:
         return None
 
 
-def _save_results(db: Database, store: FactStore, digest: str, collected: Collected) -> None:
+def _results_partial(store: FactStore, digest: str) -> Path:
+    """Where a run evaluates before its results take their place (no leftover of a killed run)."""
+    partial = store.results_path(digest).with_suffix(".partial")
+    for leftover in (partial, partial.with_name(partial.name + ".wal")):
+        leftover.unlink(missing_ok=True)
+    return partial
+
+
+def _keep_results(
+    db: Database, program: Program, store: FactStore, partial: Path, digest: str
+) -> Database:
+    """Make the evaluated file the saved results (renamed into place whole, so a concurrent
+    reader never sees half of it) and reopen it read-only."""
+    target = store.results_path(digest)
     try:
-        store.flush({item.relpath for item in collected.found})
-        target = store.results_path(digest)
-        partial = target.with_suffix(".partial")
-        partial.unlink(missing_ok=True)
-        db.save(partial)
-        partial.replace(target)  # atomic: a concurrent reader never sees half a file
-        store.prune_results()
+        db.con.execute("CHECKPOINT")
+        db.close()
     except Exception:  # the cache is an optimisation; failing to write it is not an error
-        pass
+        return db
+    try:
+        partial.replace(target)
+        store.prune_results()
+        return Database.open(program, target)
+    except Exception:
+        return Database.open(program, partial)
 
 
 def read_findings(db: Database, result: Assessment) -> list[Finding]:

@@ -14,7 +14,7 @@ never trusted.
 from __future__ import annotations
 
 import hashlib
-import marshal
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -27,7 +27,8 @@ CACHE_DIRNAME = ".cpq"
 FACTS_FILE = "facts.duckdb"
 RESULTS_PREFIX = "results-"
 KEEP_RESULTS = 4
-_SCHEMA = 1
+PENDING_BYTES = 32 * 1024 * 1024  # new entries held in memory before they are written
+_SCHEMA = 2  # the packed-facts format
 
 
 def extractor_stamp() -> str:
@@ -55,18 +56,24 @@ class FactStore:
     hits: int = 0
     misses: int = 0
     _pending: list[tuple[str, str, bytes]] = field(default_factory=list)
+    _pending_bytes: int = 0
 
     def get_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
         """Facts for many (path, sha) pairs in one query."""
         if not keys:
             return {}
-        self.con.execute("CREATE OR REPLACE TEMP TABLE wanted (path VARCHAR, sha VARCHAR)")
-        self.con.executemany("INSERT INTO wanted VALUES (?, ?)", keys)
-        rows = self.con.execute(
-            "SELECT f.path, f.data FROM file_facts f JOIN wanted w "
-            "ON f.path = w.path AND f.sha = w.sha WHERE f.stamp = ?",
-            [self.stamp],
-        ).fetchall()
+        import pyarrow as pa
+
+        wanted = pa.table({"path": [p for p, _ in keys], "sha": [h for _, h in keys]})
+        self.con.register("wanted_files", wanted)
+        try:
+            rows = self.con.execute(
+                "SELECT f.path, f.data FROM file_facts f JOIN wanted_files w "
+                "ON f.path = w.path AND f.sha = w.sha WHERE f.stamp = ?",
+                [self.stamp],
+            ).fetchall()
+        finally:
+            self.con.unregister("wanted_files")
         found = {path: bytes(data) for path, data in rows}
         self.hits += len(found)
         self.misses += len(keys) - len(found)
@@ -74,30 +81,62 @@ class FactStore:
 
     def put(self, relpath: str, sha: str, data: bytes) -> None:
         self._pending.append((relpath, sha, data))
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= PENDING_BYTES:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write the entries put so far (each replaces the file's previous entry)."""
+        if not self._pending:
+            return
+        import pyarrow as pa
+
+        batch = pa.table(
+            {
+                "path": [p for p, _, _ in self._pending],
+                "sha": [h for _, h, _ in self._pending],
+                "stamp": [self.stamp] * len(self._pending),
+                "data": pa.array([d for _, _, d in self._pending], type=pa.binary()),
+            }
+        )
+        self._transaction(
+            [
+                ("DELETE FROM file_facts WHERE path IN (SELECT path FROM pending_facts)", []),
+                ("INSERT INTO file_facts SELECT path, sha, stamp, data FROM pending_facts", []),
+            ],
+            {"pending_facts": batch},
+        )
+        self._pending.clear()
+        self._pending_bytes = 0
 
     def flush(self, present: set[str]) -> None:
         """Write pending entries; forget files that are no longer in the tree."""
+        import pyarrow as pa
+
+        self.write_pending()
+        self._transaction(
+            [
+                ("DELETE FROM file_facts WHERE path NOT IN (SELECT path FROM present_files)", []),
+                ("DELETE FROM file_facts WHERE stamp <> ?", [self.stamp]),
+            ],
+            {"present_files": pa.table({"path": pa.array(sorted(present), type=pa.string())})},
+        )
+
+    def _transaction(self, statements: list[tuple[str, list]], views: dict[str, object]) -> None:
         con = self.con
+        for name, table in views.items():
+            con.register(name, table)
         con.execute("BEGIN TRANSACTION")
         try:
-            if self._pending:
-                con.executemany(
-                    "DELETE FROM file_facts WHERE path = ?", [(p,) for p, _, _ in self._pending]
-                )
-                con.executemany(
-                    "INSERT INTO file_facts VALUES (?, ?, ?, ?)",
-                    [(p, s, self.stamp, d) for p, s, d in self._pending],
-                )
-            known = {r[0] for r in con.execute("SELECT path FROM file_facts").fetchall()}
-            gone = known - present
-            if gone:
-                con.executemany("DELETE FROM file_facts WHERE path = ?", [(p,) for p in gone])
-            con.execute("DELETE FROM file_facts WHERE stamp <> ?", [self.stamp])
+            for sql, params in statements:
+                con.execute(sql, params)
             con.execute("COMMIT")
         except duckdb.Error:
             con.execute("ROLLBACK")
             raise
-        self._pending.clear()
+        finally:
+            for name in views:
+                con.unregister(name)
 
     def close(self) -> None:
         try:
@@ -120,6 +159,15 @@ class FactStore:
         )
         for old in files[:-KEEP_RESULTS]:
             old.unlink(missing_ok=True)
+        # A run killed while evaluating leaves its partial file behind; an hour is far longer
+        # than any run, so an older one belongs to no running assessment.
+        cutoff = time.time() - 3600
+        for stale in self.directory.glob(f"{RESULTS_PREFIX}*.partial*"):
+            try:
+                if stale.stat().st_mtime < cutoff:
+                    stale.unlink()
+            except OSError:
+                pass
 
 
 def open_store(directory: Path) -> FactStore | None:
@@ -162,18 +210,6 @@ def _remove(path: Path) -> None:
             p.unlink()
         except OSError:
             pass
-
-
-def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> bytes:
-    """One file's facts, column by column (compact, and what the loader wants)."""
-    from .facts.store import rows_to_columns
-
-    return marshal.dumps((rows_to_columns(rows), node_count, lines))
-
-
-def unpack_facts(data: bytes) -> tuple[dict[str, list[list]], int, int]:
-    columns, node_count, lines = marshal.loads(data)
-    return columns, node_count, lines
 
 
 def content_digest(parts: list[str]) -> str:

@@ -97,6 +97,7 @@ class Database:
         self._compiler = SqlCompiler(program.relations)
         self._compiled: list[list[_RuleSql]] | None = None
         self._sizes: dict[str, int] = {}  # relation sizes, maintained during evaluate()
+        self._evaluated = False  # derived tuples to clear before evaluating again
         self._create_tables()
         self._insert_program_facts()
 
@@ -109,6 +110,7 @@ class Database:
         self._compiler = SqlCompiler(program.relations)
         self._compiled = None
         self._sizes = {}
+        self._evaluated = True
         return self
 
     def save(self, path: str | Path) -> None:
@@ -145,13 +147,16 @@ class Database:
             raise KeyError(f"unknown relation '{name}'") from None
 
     def _create_tables(self) -> None:
+        statements = []
         for rel in self.program.relations.values():
             cols = [
                 f"{quote(name)} {SQL_TYPES[base]}"
                 for (name, _), base in zip(rel.columns, rel.base_types, strict=True)
             ]
             cols += ['"_iter" INTEGER NOT NULL', '"_rule" INTEGER']
-            self.con.execute(f"CREATE TABLE IF NOT EXISTS {quote(rel.name)} ({', '.join(cols)})")
+            statements.append(f"CREATE TABLE IF NOT EXISTS {quote(rel.name)} ({', '.join(cols)})")
+        # One call for all of them: a statement per call costs more than the statement itself.
+        self.con.execute(";\n".join(statements))
 
     def _insert_program_facts(self) -> None:
         by_relation: dict[str, list[Fact]] = {}
@@ -170,11 +175,13 @@ class Database:
         rel = self.program.relations[name]
         return self._execute_count(insert_new_tuples(rel, "SELECT 1", "0", "NULL", anti_join=True))
 
-    def load(self, relation: str, rows: Iterable[tuple] | pa.Table) -> int:
+    def load(self, relation: str, rows: Iterable[tuple] | pa.Table, *, disjoint: bool = False) -> int:
         """Append input tuples (as `_iter` 0); duplicates are dropped.  Returns how many were new.
 
         `rows` is a pyarrow Table (columns by position) or tuples; tuples are transposed into
-        Arrow arrays once, so DuckDB ingests them in bulk.
+        Arrow arrays once, so DuckDB ingests them in bulk.  `disjoint` promises that no row is
+        in the relation already (facts of files not loaded before): the batch is still made a
+        set, but not compared with the table, which grows the cost of each load with its size.
         """
         rel = self._relation(relation)
         if isinstance(rows, pa.Table):
@@ -212,8 +219,8 @@ class Database:
         casts = ", ".join(
             f"CAST(c{i} AS {SQL_TYPES[base]}) AS c{i}" for i, base in enumerate(rel.base_types)
         )
-        select = f"SELECT DISTINCT {casts} FROM {_LOAD_VIEW}"
-        anti_join = self.count(relation) > 0
+        select = f"SELECT {'' if disjoint else 'DISTINCT '}{casts} FROM {_LOAD_VIEW}"
+        anti_join = not disjoint and self.count(relation) > 0
         self.con.register(_LOAD_VIEW, table)
         try:
             return self._execute_count(
@@ -273,7 +280,9 @@ class Database:
         """Compute every derived relation from the current inputs (re-evaluation is allowed)."""
         started = time.perf_counter()
         compiled = self._compile()
-        self._clear_derived()
+        if self._evaluated:
+            self._clear_derived()
+        self._evaluated = True
         self._sizes = self._count_all()
         round_no = 0
         strata_stats: list[StratumStats] = []

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 from .schema import NO_NODE
 from .scopes import Resolver, Scope
-from .tree import PNode
+from .tree import PNode, string_body
 
 Rows = dict[str, list[tuple]]
 
@@ -231,7 +231,7 @@ class _BindingCollector:
             return _dotted(node)
         if node.kind == "relative_import":
             prefix = node.child_of_kind("import_prefix")
-            dots = len(prefix.children) if prefix is not None else 1
+            dots = (prefix.text or ".").count(".") if prefix is not None else 1
             rest = node.child_of_kind("dotted_name")
             package = self.module.split(".") if self.module else []
             if not self.is_package and package:
@@ -596,7 +596,9 @@ class FileExtractor:
                 target = item.named_children()[0] if item.kind == "aliased_import" else item
                 if item.kind in ("dotted_name", "aliased_import"):
                     modules.append(f"{source}.{_dotted(target)}" if source else _dotted(target))
-        for module in modules:
+        # `import a.b, a.b`, or a name listed twice, would repeat a fact: the loader counts on
+        # a file's facts being distinct.
+        for module in dict.fromkeys(modules):
             if module:
                 self.rows["import_module"].append((self.file, module, node.line))
 
@@ -813,9 +815,12 @@ class FileExtractor:
                     eid = self._child(nid, inner[0], ctx)
                     self.rows["fstring_value"].append((nid, eid))
             return
-        text = "".join(
-            c.text or "" for c in node.children if c.kind in ("string_content", "escape_sequence")
-        )
+        if node.text is not None:  # a plain literal, read whole by the parser
+            text = string_body(node.text)
+        else:
+            text = "".join(
+                c.text or "" for c in node.children if c.kind in ("string_content", "escape_sequence")
+            )
         if len(text) <= _MAX_STR:
             self.rows["str_value"].append((nid, text))
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
-from ..store import FactStore, pack_facts
+from ..store import FactStore
 from . import Skipped, SourceText, extract_source
 from .extract import module_name_for
+from .store import pack_facts
 from .tree import parse
 
 # Below this much source, starting worker processes costs more than it saves.
@@ -51,52 +52,55 @@ def cache_key(source: SourceText, deep: bool) -> str:
     return f"{source.sha}:{'d' if deep else 's'}"
 
 
-def extract_all(
+def iter_extracted(
     sources: list[SourceText],
     deep: set[str],
     store: FactStore | None,
     jobs: int | None = None,
-    on_done: Callable[[int], None] | None = None,
-) -> dict[str, bytes | str]:
-    """relpath -> packed facts, or the reason the file was skipped."""
-    out: dict[str, bytes | str] = {}
-    todo: list[tuple[str, str, bool]] = []
+) -> Iterator[tuple[str, bytes | str]]:
+    """(relpath, packed facts or the reason the file was skipped) for each source, in order,
+    as soon as it is ready: a file is handed on while later ones are still being extracted,
+    so the caller never holds every file's facts at once.  New facts go to the store."""
     cached = (
         store.get_many([(s.relpath, cache_key(s, s.relpath in deep)) for s in sources])
         if store is not None
         else {}
     )
-    for s in sources:
-        hit = cached.get(s.relpath)
-        if hit is not None:
-            out[s.relpath] = hit
-        else:
-            todo.append((s.relpath, s.text, s.relpath in deep))
-    if on_done is not None and out:
-        on_done(len(out))
+    todo = [(s.relpath, s.text, s.relpath in deep) for s in sources if s.relpath not in cached]
+    results = _run(todo, jobs)
+    try:
+        for s in sources:
+            hit = cached.pop(s.relpath, None)
+            if hit is not None:
+                yield s.relpath, hit
+                continue
+            relpath, packed = next(results)  # the workers answer in the order of `todo`
+            if store is not None and isinstance(packed, bytes):
+                store.put(relpath, cache_key(s, relpath in deep), packed)
+            yield relpath, packed
+    finally:
+        results.close()  # shuts the pool down, also when the caller stops early
+
+
+def _run(todo: list[tuple[str, str, bool]], jobs: int | None) -> Iterator[tuple[str, bytes | str]]:
     jobs = jobs or os.cpu_count() or 1
     size = sum(len(t) for _, t, _ in todo)
     if jobs > 1 and len(todo) > 1 and size >= PARALLEL_MIN_BYTES:
-        # Largest files first so that the workers finish together.
-        todo.sort(key=lambda item: len(item[1]), reverse=True)
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(
             max_workers=min(jobs, len(todo)), mp_context=context, initializer=_die_with_parent
         ) as pool:
-            for relpath, packed in pool.map(_extract_packed, todo, chunksize=4):
-                out[relpath] = packed
-                if on_done is not None:
-                    on_done(1)
+            yield from pool.map(_extract_packed, todo, chunksize=2)
     else:
         for item in todo:
-            relpath, packed = _extract_packed(item)
-            out[relpath] = packed
-            if on_done is not None:
-                on_done(1)
-    if store is not None:
-        by_path = {s.relpath: s for s in sources}
-        for relpath, _, is_deep in todo:
-            packed = out[relpath]
-            if isinstance(packed, bytes):
-                store.put(relpath, cache_key(by_path[relpath], is_deep), packed)
-    return out
+            yield _extract_packed(item)
+
+
+def extract_all(
+    sources: list[SourceText],
+    deep: set[str],
+    store: FactStore | None,
+    jobs: int | None = None,
+) -> dict[str, bytes | str]:
+    """relpath -> packed facts, or the reason the file was skipped."""
+    return dict(iter_extracted(sources, deep, store, jobs))

@@ -9,6 +9,8 @@ so a large tree never sits in Python lists all at once.
 
 from __future__ import annotations
 
+import marshal
+from array import array
 from collections.abc import Callable
 
 import numpy as np
@@ -16,18 +18,62 @@ import pyarrow as pa
 
 from .schema import INPUT_RELATIONS, NO_NODE
 
-Columns = dict[str, list[list]]
+# A file's facts, by relation, column by column: a number column is the bytes of an int64
+# array (made in the worker, read here without a conversion per value), a symbol column a list.
+Columns = dict[str, list]
 
-FLUSH_VALUES = 3_000_000  # values buffered before a batch goes to the sink
+FLUSH_VALUES = 8_000_000  # values buffered before a batch goes to the sink
+_INT = np.dtype(np.int64)
 
 
 def rows_to_columns(rows: dict[str, list[tuple]]) -> Columns:
-    return {rel: [list(col) for col in zip(*tuples, strict=True)] for rel, tuples in rows.items() if tuples}
+    out: Columns = {}
+    for rel, tuples in rows.items():
+        if not tuples:
+            continue
+        cols = []
+        for col_def, col in zip(INPUT_RELATIONS[rel], zip(*tuples, strict=True), strict=True):
+            cols.append(array("q", col).tobytes() if col_def.type == "number" else list(col))
+        out[rel] = cols
+    return out
+
+
+def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> bytes:
+    """One file's facts, compact, and in the form the loader wants."""
+    return marshal.dumps((rows_to_columns(rows), node_count, lines))
+
+
+def unpack_facts(data: bytes) -> tuple[Columns, int, int]:
+    """The inverse of `pack_facts`; ValueError when the data is not such a file's facts."""
+    columns, node_count, lines = marshal.loads(data)
+    if not isinstance(columns, dict) or not isinstance(node_count, int) or not isinstance(lines, int):
+        raise ValueError("not packed facts")
+    for rel, cols in columns.items():
+        defs = INPUT_RELATIONS.get(rel)
+        if defs is None or not isinstance(cols, list) or len(cols) != len(defs):
+            raise ValueError(f"bad relation {rel!r} in packed facts")
+        sizes = set()
+        for col_def, col in zip(defs, cols, strict=True):
+            if col_def.type == "number":
+                if not isinstance(col, bytes) or len(col) % _INT.itemsize:
+                    raise ValueError(f"bad column in {rel!r}")
+                sizes.add(len(col) // _INT.itemsize)
+            else:
+                if not isinstance(col, list):
+                    raise ValueError(f"bad column in {rel!r}")
+                sizes.add(len(col))
+        if len(sizes) != 1:
+            raise ValueError(f"ragged columns in {rel!r}")
+    return columns, node_count, lines
+
+
+def _column_length(col: bytes | list) -> int:
+    return len(col) // _INT.itemsize if isinstance(col, bytes) else len(col)
 
 
 class FactSet:
-    def __init__(self, sink: Callable[[str, pa.Table], int] | None = None) -> None:
-        self._cols: dict[str, list[list]] = {}
+    def __init__(self, sink: Callable[..., int] | None = None) -> None:
+        self._cols: dict[str, list[list]] = {}  # per column: byte chunks (numbers) or values
         self._runs: dict[str, list[tuple[int, int]]] = {}  # (node id base, row count) per file
         self._next_base = 0
         self._buffered = 0
@@ -39,12 +85,15 @@ class FactSet:
         base = self._next_base
         self._next_base += node_count
         for relation, cols in columns.items():
-            n = len(cols[0]) if cols else 0
+            n = _column_length(cols[0]) if cols else 0
             if n == 0:
                 continue
             target = self._cols.setdefault(relation, [[] for _ in INPUT_RELATIONS[relation]])
             for into, col in zip(target, cols, strict=True):
-                into.extend(col)
+                if isinstance(col, bytes):
+                    into.append(col)
+                else:
+                    into.extend(col)
             self._runs.setdefault(relation, []).append((base, n))
             self._buffered += n * len(cols)
             self._total += n
@@ -52,7 +101,7 @@ class FactSet:
             self.flush()
 
     def add(self, relation: str, row: tuple) -> None:
-        self.add_file({relation: [[v] for v in row]}, 0)
+        self.add_file(rows_to_columns({relation: [row]}), 0)
 
     def count(self) -> int:
         """Facts gathered: as kept by the sink once flushed, else as added."""
@@ -68,7 +117,7 @@ class FactSet:
             if col_def.type == "symbol":
                 arrays.append(pa.array(values, type=pa.string()))
                 continue
-            arr = np.asarray(values, dtype=np.int64)
+            arr = np.frombuffer(b"".join(values), dtype=_INT)
             if col_def.is_node and arr.size:
                 if bases is None:
                     bases = np.repeat(
@@ -88,7 +137,9 @@ class FactSet:
         if self._sink is None:
             return
         for relation in list(self._cols):
-            self._kept += self._sink(relation, self.arrow_table(relation))
+            # Every row carries its file or a node id of its file, and each file comes once:
+            # a batch never repeats a row of an earlier one.
+            self._kept += self._sink(relation, self.arrow_table(relation), disjoint=True)
         self._total = self._kept
         self._cols.clear()
         self._runs.clear()

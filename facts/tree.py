@@ -86,14 +86,39 @@ def parse(source: str) -> ParseResult:
     return ParseResult(proot, errors, min(python2) if python2 else None)
 
 
-# Unnamed tokens the extractor reads (operators, `=`, slice colons, import dots); other
-# punctuation and keywords are dropped, which saves a Python object per token.
+# Unnamed tokens the extractor reads (operators, `=`, slice colons); other punctuation and
+# keywords are dropped, which saves a Python object per token.
 _KEPT_TOKENS = frozenset(
-    """+ - * / // % ** @ & | ^ << >> ~ < > <= >= == != <> = : . in is and or not
+    """+ - * / // % ** @ & | ^ << >> ~ < > <= >= == != <> = : in is and or not
     not_in is_not += -= *= /= //= %= **= @= &= |= ^= <<= >>=""".split()
 ) | {"not in", "is not"}
-_LEAF_KINDS = frozenset({"string_content", "not in", "is not"})
+# Read as a whole (text), never descended into.
+_LEAF_KINDS = frozenset({"string_content", "not in", "is not", "import_prefix", "comment"})
 _PYTHON2_KINDS = frozenset({"print_statement", "exec_statement"})
+# A string literal without interpolation is read as one leaf (its text), which saves visiting
+# its start, content and end tokens: the literal's prefix says whether it can interpolate.
+_PLAIN_STRING_PREFIX = frozenset("rRbBuU")
+
+
+def _plain_string_quote(text: str) -> str | None:
+    """The quote of a literal that cannot interpolate (a single or a tripled quote), else None."""
+    for i, ch in enumerate(text):
+        if ch == '"' or ch == "'":
+            triple = ch * 3
+            return triple if text.startswith(triple, i) else ch
+        if ch not in _PLAIN_STRING_PREFIX:
+            return None
+    return None
+
+
+def string_body(text: str) -> str:
+    """What lies between the quotes of a plain literal's source text (escapes left as written)."""
+    quote = _plain_string_quote(text)
+    if quote is None:
+        return ""
+    start = text.index(quote[0]) + len(quote)
+    end = len(text) - len(quote) if text.endswith(quote) and len(text) >= start + len(quote) else len(text)
+    return text[start:end]
 
 
 def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> PNode:
@@ -103,22 +128,38 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
     stack: list[tuple[SgNode, PNode]] = [(sg, top)]
     text_kinds = _TEXT_KINDS
     kept = _KEPT_TOKENS
+    leaf_kinds = _LEAF_KINDS
     while stack:
         node, pnode = stack.pop()
         out = pnode.children
+        parent_line = pnode.line
         for child in node.children():
             kind = child.kind()
-            crng = child.range()
-            start = crng.start
             if not child.is_named():
                 # tree-sitter recovers from a syntax error with zero-width MISSING tokens.
-                if start.index == crng.end.index:
-                    errors.append((start.line + 1, start.line + 1))
+                if not child.text():
+                    line = child.range().start.line + 1
+                    errors.append((line, line))
                 if kind in kept:
-                    out.append(PNode(kind, start.line + 1, start.line + 1, False, None))
+                    out.append(PNode(kind, parent_line, parent_line, False, None))
                 continue
+            crng = child.range()
+            start = crng.start
+            end = crng.end
             line = start.line + 1
-            end_line = crng.end.line + 1
+            end_line = end.line + 1
+            if kind == "string":
+                text = child.text()
+                quote = _plain_string_quote(text)
+                if quote is not None:
+                    out.append(PNode("string", line, end_line, True, text))
+                    if not text.endswith(quote) or len(text) < text.index(quote[0]) + 2 * len(quote):
+                        errors.append((end_line, end_line))  # unterminated
+                    continue
+                pchild = PNode(kind, line, end_line, True, None)
+                out.append(pchild)
+                stack.append((child, pchild))
+                continue
             if kind == "ERROR":
                 errors.append((line, end_line))
             elif kind in _PYTHON2_KINDS:
@@ -126,8 +167,8 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
             text = child.text() if kind in text_kinds else None
             pchild = PNode(kind, line, end_line, True, text)
             out.append(pchild)
-            if kind not in _LEAF_KINDS and not child.is_leaf():
+            if kind not in leaf_kinds and not child.is_leaf():
                 stack.append((child, pchild))
-            elif start.index == crng.end.index and kind != "block":
+            elif start.index == end.index and kind != "block":
                 errors.append((line, line))
     return top

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from cpq.assessment import assess
 from cpq.facts import INPUT_RELATIONS, NO_NODE, FileFacts, Skipped, SourceText, extract_source, read_source
 from cpq.facts.parallel import _extract_packed
-from cpq.store import unpack_facts
+from cpq.facts.store import unpack_facts
 
 FUZZ = settings(
     deadline=None,

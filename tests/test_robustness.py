@@ -980,7 +980,7 @@ ALLOWED = {
         "manifest/numpy_side.py",
     },
     "pickle": {"assessment.py"},  # parsed rules.dl cached in ~/.cache/cpq (never the tree)
-    "marshal": {"store.py"},  # per-file facts in .cpq/
+    "marshal": {"facts/store.py"},  # per-file facts (packed by the workers, kept in .cpq/)
     "multiprocessing": {"facts/parallel.py"},  # fork workers for extraction
 }
 NEVER = {

@@ -71,6 +71,7 @@ def test_removed_files_leave_the_store(tree: Path) -> None:
 
 def test_corrupted_store_is_rebuilt(tree: Path) -> None:
     first = assess(tree, use_cache=True)
+    first.db.close()  # as a later process would find it: DuckDB shares an open file's instance
     (tree / ".cpq" / FACTS_FILE).write_bytes(b"this is not a duckdb file" * 100)
     for results in (tree / ".cpq").glob("results-*.duckdb"):
         results.write_bytes(b"garbage")
