@@ -28,7 +28,7 @@ FACTS_FILE = "facts.duckdb"
 RESULTS_PREFIX = "results-"
 KEEP_RESULTS = 4
 PENDING_BYTES = 32 * 1024 * 1024  # new entries held in memory before they are written
-_SCHEMA = 2  # the packed-facts format
+_SCHEMA = 3  # the packed-facts format
 
 
 def extractor_stamp() -> str:

@@ -96,6 +96,26 @@ def module_name_for(relpath: str) -> str:
 # ---------------------------------------------------------------------------
 
 
+# Node kinds the binding collector acts on; it walks through every other kind.
+_BINDING_KINDS = frozenset(
+    {
+        "function_definition",
+        "class_definition",
+        "decorated_definition",
+        "import_statement",
+        "import_from_statement",
+        "global_statement",
+        "assignment",
+        "augmented_assignment",
+        "for_statement",
+        "for_in_clause",
+        "as_pattern",
+        "named_expression",
+        "lambda",
+    }
+)
+
+
 class _BindingCollector:
     """Builds the scope tree and each scope's bindings (see `facts.scopes`)."""
 
@@ -116,9 +136,14 @@ class _BindingCollector:
     def _block(self, nodes: list[PNode], scope: Scope) -> None:
         # An explicit stack rather than recursion: statement nesting can be deep.
         stack = list(reversed(nodes))
+        binding_kinds = _BINDING_KINDS
         while stack:
             node = stack.pop()
             kind = node.kind
+            if kind not in binding_kinds:
+                # Leaves bind nothing: only subtrees go on the stack.
+                stack.extend([c for c in reversed(node.children) if c.children])
+                continue
             if kind == "function_definition" or kind == "class_definition":
                 self._definition(node, scope)
                 continue
@@ -154,7 +179,7 @@ class _BindingCollector:
                     self._bind_target(named[0], scope, None)
             elif kind == "lambda":
                 continue  # its parameters are local to the lambda
-            stack.extend(reversed(node.children))
+            stack.extend([c for c in reversed(node.children) if c.children])
 
     def _assignment(self, node: PNode, scope: Scope) -> None:
         named = node.named_children()

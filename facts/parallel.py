@@ -67,17 +67,24 @@ def iter_extracted(
         else {}
     )
     todo = [(s.relpath, s.text, s.relpath in deep) for s in sources if s.relpath not in cached]
+    by_path = {s.relpath: s for s in sources}
+    # Largest files first, so that the workers finish together; what comes back early waits
+    # (compressed) for its turn.
+    todo.sort(key=lambda item: len(item[1]), reverse=True)
     results = _run(todo, jobs)
+    ready: dict[str, bytes | str] = {}
     try:
         for s in sources:
             hit = cached.pop(s.relpath, None)
             if hit is not None:
                 yield s.relpath, hit
                 continue
-            relpath, packed = next(results)  # the workers answer in the order of `todo`
-            if store is not None and isinstance(packed, bytes):
-                store.put(relpath, cache_key(s, relpath in deep), packed)
-            yield relpath, packed
+            while s.relpath not in ready:
+                relpath, packed = next(results)
+                if store is not None and isinstance(packed, bytes):
+                    store.put(relpath, cache_key(by_path[relpath], relpath in deep), packed)
+                ready[relpath] = packed
+            yield s.relpath, ready.pop(s.relpath)
     finally:
         results.close()  # shuts the pool down, also when the caller stops early
 
@@ -90,7 +97,7 @@ def _run(todo: list[tuple[str, str, bool]], jobs: int | None) -> Iterator[tuple[
         with ProcessPoolExecutor(
             max_workers=min(jobs, len(todo)), mp_context=context, initializer=_die_with_parent
         ) as pool:
-            yield from pool.map(_extract_packed, todo, chunksize=2)
+            yield from pool.map(_extract_packed, todo, chunksize=4)
     else:
         for item in todo:
             yield _extract_packed(item)

@@ -10,8 +10,10 @@ so a large tree never sits in Python lists all at once.
 from __future__ import annotations
 
 import marshal
+import zlib
 from array import array
 from collections.abc import Callable
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -31,21 +33,31 @@ def rows_to_columns(rows: dict[str, list[tuple]]) -> Columns:
     for rel, tuples in rows.items():
         if not tuples:
             continue
-        cols = []
-        for col_def, col in zip(INPUT_RELATIONS[rel], zip(*tuples, strict=True), strict=True):
-            cols.append(array("q", col).tobytes() if col_def.type == "number" else list(col))
-        out[rel] = cols
+        defs = INPUT_RELATIONS[rel]
+        width = len(defs)
+        # Flattened, then sliced: C loops only (zip(*tuples) costs a call per value).
+        flat = list(chain.from_iterable(tuples))
+        if len(flat) != width * len(tuples):
+            raise ValueError(f"rows of '{rel}' must have {width} values")
+        out[rel] = [
+            array("q", flat[i::width]).tobytes() if d.type == "number" else flat[i::width]
+            for i, d in enumerate(defs)
+        ]
     return out
 
 
 def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> bytes:
-    """One file's facts, compact, and in the form the loader wants."""
-    return marshal.dumps((rows_to_columns(rows), node_count, lines))
+    """One file's facts, compact, and in the form the loader wants.  Compressed (about 6x, at
+    some 250 MB/s in the worker): the store then writes and reads a sixth of the bytes."""
+    return zlib.compress(marshal.dumps((rows_to_columns(rows), node_count, lines)), 1)
 
 
 def unpack_facts(data: bytes) -> tuple[Columns, int, int]:
     """The inverse of `pack_facts`; ValueError when the data is not such a file's facts."""
-    columns, node_count, lines = marshal.loads(data)
+    try:
+        columns, node_count, lines = marshal.loads(zlib.decompress(data))
+    except zlib.error as exc:
+        raise ValueError(f"not packed facts: {exc}") from None
     if not isinstance(columns, dict) or not isinstance(node_count, int) or not isinstance(lines, int):
         raise ValueError("not packed facts")
     for rel, cols in columns.items():

@@ -29,7 +29,7 @@ _TEXT_KINDS = frozenset(
 
 
 class PNode:
-    __slots__ = ("kind", "line", "end_line", "children", "text", "named")
+    __slots__ = ("kind", "line", "end_line", "children", "text", "named", "_named")
 
     def __init__(
         self, kind: str, line: int, end_line: int, named: bool, text: str | None
@@ -40,9 +40,14 @@ class PNode:
         self.named = named
         self.text = text
         self.children: list[PNode] = []
+        self._named: list[PNode] | None = None
 
     def named_children(self) -> list[PNode]:
-        return [c for c in self.children if c.named and c.kind != "comment"]
+        """The named children, comments left out (computed once: the tree is read-only)."""
+        named = self._named
+        if named is None:
+            named = self._named = [c for c in self.children if c.named and c.kind != "comment"]
+        return named
 
     def child_of_kind(self, kind: str) -> PNode | None:
         for c in self.children:
