@@ -212,13 +212,11 @@ def _mark_baseline(result, known) -> set[tuple[str, str, int]] | None:  # type: 
 
 
 def _render(result, format, show_suppressed, known, new_keys) -> str:  # type: ignore[no-untyped-def]
-    import json
 
     if format is OutputFormat.json:
-        from .json_report import report_dict
+        from .json_report import dump_json, report_dict
 
-        report = report_dict(result, new_keys)
-        return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+        return dump_json(report_dict(result, new_keys))
     if format is OutputFormat.sarif:
         from ..suppress import find_suppression
         from .sarif import sarif_report
@@ -230,7 +228,9 @@ def _render(result, format, show_suppressed, known, new_keys) -> str:  # type: i
                 if found is not None:
                     reasons[(f.code, f.file, f.line)] = found.reason
         log = sarif_report(result, justifications=reasons, baseline=known, notebooks=result.notebooks)
-        return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+        from .json_report import dump_json
+
+        return dump_json(log, depth=4)
     from .markdown import render
 
     return render(result, show_suppressed=show_suppressed, new_keys=new_keys)

@@ -114,3 +114,26 @@ def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None
         },
         "stats": {"facts": a.fact_count, "seconds": round(a.seconds, 3)},
     }
+
+
+def dump_json(value: object, indent: int = 2, depth: int = 2) -> str:
+    """Indented JSON down to `depth` levels, each deeper value on one line: a finding per
+    line reads as well, and the C encoder then does the bulk of the work (json.dumps with
+    an indent runs in Python, a tenth of the speed on reports with thousands of findings)."""
+    import json
+
+    def encode(item: object, level: int) -> str:
+        if level >= depth or not isinstance(item, dict | list) or not item:
+            return json.dumps(item, ensure_ascii=False)
+        pad = " " * (indent * (level + 1))
+        end = " " * (indent * level)
+        if isinstance(item, dict):
+            parts = [
+                f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {encode(v, level + 1)}"
+                for k, v in item.items()
+            ]
+            return "{\n" + ",\n".join(parts) + "\n" + end + "}"
+        parts = [f"{pad}{encode(v, level + 1)}" for v in item]
+        return "[\n" + ",\n".join(parts) + "\n" + end + "]"
+
+    return encode(value, 0) + "\n"

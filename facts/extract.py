@@ -323,6 +323,10 @@ class FileExtractor:
         self.dropped_statements = 0
         self._scopes: dict[int, Scope] = {}
         self._attr_obj: dict[int, int] = {}
+        self._node_rows = self.rows["node"]
+        self._stmt_of_rows = self.rows["stmt_of"]
+        self._in_loop_rows = self.rows["in_loop"]
+        self._sub_expr_rows = self.rows["sub_expr"]
 
     def new_id(self) -> int:
         nid = self._next_id
@@ -693,27 +697,29 @@ class FileExtractor:
     # -- expressions --------------------------------------------------------
 
     def _node(self, node: PNode, kind: str, ctx: _Ctx) -> int:
-        nid = self.new_id()
-        self.rows["node"].append((nid, kind, ctx.scope.nid, node.line))
+        # Called for every node of the tree: the row lists are bound once, in __init__.
+        nid = self._next_id
+        self._next_id = nid + 1
+        self._node_rows.append((nid, kind, ctx.scope.nid, node.line))
         if ctx.stmt != NO_NODE:
-            self.rows["stmt_of"].append((nid, ctx.stmt))
+            self._stmt_of_rows.append((nid, ctx.stmt))
         if ctx.loop != NO_NODE:
-            self.rows["in_loop"].append((nid, ctx.loop))
+            self._in_loop_rows.append((nid, ctx.loop))
         return nid
 
     def _child(self, parent: int, node: PNode, ctx: _Ctx) -> int:
-        self._depth += 1
-        try:
-            if self._depth > MAX_EXPR_DEPTH:
-                # Generated code can nest thousands of operators (a+b+c+...); beyond this depth
-                # the subtree is recorded as one opaque node, which keeps every rule's
-                # recursion over expressions short.
-                cid = self._node(node, "deep_expression", ctx)
-            else:
+        if self._depth >= MAX_EXPR_DEPTH:
+            # Generated code can nest thousands of operators (a+b+c+...); beyond this depth
+            # the subtree is recorded as one opaque node, which keeps every rule's
+            # recursion over expressions short.
+            cid = self._node(node, "deep_expression", ctx)
+        else:
+            self._depth += 1
+            try:
                 cid = self._expr(node, ctx)
-        finally:
-            self._depth -= 1
-        self.rows["sub_expr"].append((parent, cid))
+            finally:
+                self._depth -= 1
+        self._sub_expr_rows.append((parent, cid))
         return cid
 
     def _expr(self, node: PNode, ctx: _Ctx) -> int:
