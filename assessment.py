@@ -31,6 +31,7 @@ from .facts.store import FactSet, unpack_facts
 from .store import FactStore, content_digest, default_cache_dir, open_store
 
 if TYPE_CHECKING:
+    from .facts.parallel import Extraction
     from .suppress import Suppression
 
 CONTEXT_RELATION = "context_number"
@@ -249,6 +250,7 @@ class Collected:
     cache_hits: int = 0
     extracted: bool = False
     notebooks: dict[str, Any] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # relpath -> why extraction skipped it
 
     def digest_parts(self) -> list[str]:
         """What the results depend on from the tree: every file's content hash, every skip."""
@@ -286,45 +288,30 @@ def _excluder(root: Path, config: Config) -> Callable[[str], bool] | None:
     return excluded
 
 
+def start_extraction(
+    collected: Collected, store: FactStore | None = None, jobs: int | None = None
+) -> Extraction:
+    """Set the workers going on the files the store does not have."""
+    from .facts.parallel import Extraction
+    from .facts.relevance import deep_files
+
+    texts = [item for item in collected.found if isinstance(item, SourceText)]
+    return Extraction(texts, deep_files({s.relpath: s.text for s in texts}), store, jobs)
+
+
 def extract_facts(
     collected: Collected,
     store: FactStore | None = None,
     jobs: int | None = None,
     show_progress: bool = False,
+    extraction: Extraction | None = None,
 ) -> Collected:
-    from .facts.parallel import extract_all, iter_extracted
-    from .facts.relevance import deep_files
+    """Gather every file's facts into `collected.facts` (and its sink), in discovery order."""
 
-    texts = [item for item in collected.found if isinstance(item, SourceText)]
-    by_path = {s.relpath: s for s in texts}
-    deep = deep_files({s.relpath: s.text for s in texts})
-    failed: dict[str, str] = {}
-    facts = collected.facts
     with contextlib.ExitStack() as stack:
-        advance: Callable[[int], None] | None = None
-        if show_progress:
-            from .progress import Progress
-
-            advance = stack.enter_context(Progress(len(texts), "extracting")).advance
-        # Files arrive in discovery order: node ids are then the same with or without the cache.
-        for relpath, data in iter_extracted(texts, deep, store, jobs):
-            if advance is not None:
-                advance(1)
-            if isinstance(data, str):
-                failed[relpath] = data
-                continue
-            try:
-                rows, node_count, lines = unpack_facts(data)
-            except (EOFError, ValueError, TypeError):
-                # A damaged cache entry: extract the file again rather than trust it.
-                data = extract_all([by_path[relpath]], deep, None, 1)[relpath]
-                if isinstance(data, str):
-                    failed[relpath] = data
-                    continue
-                rows, node_count, lines = unpack_facts(data)
-            facts.add_file(rows, node_count)
-            collected.files.append(relpath)
-            collected.lines += lines
+        if extraction is None:
+            extraction = stack.enter_context(start_extraction(collected, store, jobs))
+        _gather(collected, extraction, show_progress, stack)
     if store is not None:
         try:
             store.flush({item.relpath for item in collected.found})
@@ -333,14 +320,52 @@ def extract_facts(
     for item in collected.found:
         if isinstance(item, Skipped):
             collected.skipped.append(item)
-        elif item.relpath in failed:
-            collected.skipped.append(Skipped(item.relpath, failed[item.relpath]))
+        elif item.relpath in collected.failed:
+            collected.skipped.append(Skipped(item.relpath, collected.failed[item.relpath]))
             collected.sources.pop(item.relpath, None)
     for skip in collected.skipped:
-        facts.add("skipped_file", (skip.relpath, skip.reason))
+        collected.facts.add("skipped_file", (skip.relpath, skip.reason))
     collected.cache_hits = store.hits if store is not None else 0
     collected.extracted = True
     return collected
+
+
+def _gather(
+    collected: Collected,
+    extraction: Extraction,
+    show_progress: bool,
+    stack: contextlib.ExitStack,
+) -> None:
+    from .facts.parallel import extract_all
+
+    texts = [item for item in collected.found if isinstance(item, SourceText)]
+    by_path = {s.relpath: s for s in texts}
+    failed = collected.failed
+    facts = collected.facts
+    advance: Callable[[int], None] | None = None
+    if show_progress:
+        from .progress import Progress
+
+        advance = stack.enter_context(Progress(len(texts), "extracting")).advance
+    # Files arrive in discovery order: node ids are then the same with or without the cache.
+    for relpath, data in extraction:
+        if advance is not None:
+            advance(1)
+        if isinstance(data, str):
+            failed[relpath] = data
+            continue
+        try:
+            rows, node_count, lines = unpack_facts(data)
+        except (EOFError, ValueError, TypeError):
+            # A damaged cache entry: extract the file again rather than trust it.
+            data = extract_all([by_path[relpath]], extraction.deep, None, 1)[relpath]
+            if isinstance(data, str):
+                failed[relpath] = data
+                continue
+            rows, node_count, lines = unpack_facts(data)
+        facts.add_file(rows, node_count)
+        collected.files.append(relpath)
+        collected.lines += lines
 
 
 def collect_facts(root: Path, store: FactStore | None = None, jobs: int | None = None) -> Collected:
@@ -430,16 +455,18 @@ def assess(
         else:
             # With a store, the evaluation happens in the results file itself, so keeping the
             # results costs no copy, and DuckDB may move data to disk under its memory limit.
-            partial = _results_partial(store, digest) if store is not None else None
-            try:
-                db = _new_database(program, context, partial)
-            except Exception:  # the store cannot take the file: evaluate in memory
-                partial = None
-                db = _new_database(program, context)
-            db.load("suppressed", _suppression_facts(collected, suppressions))
-            db.load("disabled", _disabled_facts(path, collected, config))
-            collected.facts = FactSet(sink=db.load)
-            extract_facts(collected, store, jobs, show_progress)
+            with start_extraction(collected, store, jobs) as extraction:
+                # The workers parse while the database is made ready.
+                partial = _results_partial(store, digest) if store is not None else None
+                try:
+                    db = _new_database(program, context, partial)
+                except Exception:  # the store cannot take the file: evaluate in memory
+                    partial = None
+                    db = _new_database(program, context)
+                db.load("suppressed", _suppression_facts(collected, suppressions))
+                db.load("disabled", _disabled_facts(path, collected, config))
+                collected.facts = FactSet(sink=db.load)
+                extract_facts(collected, store, jobs, show_progress, extraction)
             t1 = time.perf_counter()
             collected.facts.flush()
             t2 = time.perf_counter()

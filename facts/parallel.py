@@ -52,55 +52,73 @@ def cache_key(source: SourceText, deep: bool) -> str:
     return f"{source.sha}:{'d' if deep else 's'}"
 
 
-def iter_extracted(
-    sources: list[SourceText],
-    deep: set[str],
-    store: FactStore | None,
-    jobs: int | None = None,
-) -> Iterator[tuple[str, bytes | str]]:
-    """(relpath, packed facts or the reason the file was skipped) for each source, in order,
-    as soon as it is ready: a file is handed on while later ones are still being extracted,
-    so the caller never holds every file's facts at once.  New facts go to the store."""
-    cached = (
-        store.get_many([(s.relpath, cache_key(s, s.relpath in deep)) for s in sources])
-        if store is not None
-        else {}
-    )
-    todo = [(s.relpath, s.text, s.relpath in deep) for s in sources if s.relpath not in cached]
-    by_path = {s.relpath: s for s in sources}
-    # Largest files first, so that the workers finish together; what comes back early waits
-    # (compressed) for its turn.
-    todo.sort(key=lambda item: len(item[1]), reverse=True)
-    results = _run(todo, jobs)
-    ready: dict[str, bytes | str] = {}
-    try:
-        for s in sources:
-            hit = cached.pop(s.relpath, None)
+class Extraction:
+    """Facts for each source, in order, as soon as each is ready: a file is handed on while
+    later ones are still being extracted, so the caller never holds every file's facts at
+    once.  The work starts on creation (so the caller can prepare the database meanwhile);
+    iterate for (relpath, packed facts or the reason the file was skipped), then `close`.
+    New facts go to the store."""
+
+    def __init__(
+        self,
+        sources: list[SourceText],
+        deep: set[str],
+        store: FactStore | None,
+        jobs: int | None = None,
+    ) -> None:
+        self._sources = sources
+        self.deep = deep
+        self._store = store
+        self._cached = (
+            store.get_many([(s.relpath, cache_key(s, s.relpath in deep)) for s in sources])
+            if store is not None
+            else {}
+        )
+        todo = [(s.relpath, s.text, s.relpath in deep) for s in sources if s.relpath not in self._cached]
+        # Largest files first, so that the workers finish together; what comes back early
+        # waits (compressed) for its turn.
+        todo.sort(key=lambda item: len(item[1]), reverse=True)
+        self._pool: ProcessPoolExecutor | None = None
+        jobs = jobs or os.cpu_count() or 1
+        if jobs > 1 and len(todo) > 1 and sum(len(t) for _, t, _ in todo) >= PARALLEL_MIN_BYTES:
+            self._pool = ProcessPoolExecutor(
+                max_workers=min(jobs, len(todo)),
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=_die_with_parent,
+            )
+            self._results: Iterator[tuple[str, bytes | str]] = self._pool.map(
+                _extract_packed, todo, chunksize=4
+            )
+        else:
+            self._results = map(_extract_packed, todo)
+
+    def __iter__(self) -> Iterator[tuple[str, bytes | str]]:
+        by_path = {s.relpath: s for s in self._sources}
+        ready: dict[str, bytes | str] = {}
+        for s in self._sources:
+            hit = self._cached.pop(s.relpath, None)
             if hit is not None:
                 yield s.relpath, hit
                 continue
             while s.relpath not in ready:
-                relpath, packed = next(results)
-                if store is not None and isinstance(packed, bytes):
-                    store.put(relpath, cache_key(by_path[relpath], relpath in deep), packed)
+                relpath, packed = next(self._results)
+                if self._store is not None and isinstance(packed, bytes):
+                    key = cache_key(by_path[relpath], relpath in self.deep)
+                    self._store.put(relpath, key, packed)
                 ready[relpath] = packed
             yield s.relpath, ready.pop(s.relpath)
-    finally:
-        results.close()  # shuts the pool down, also when the caller stops early
 
+    def close(self) -> None:
+        """Stop the workers (also when the caller stopped early)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
-def _run(todo: list[tuple[str, str, bool]], jobs: int | None) -> Iterator[tuple[str, bytes | str]]:
-    jobs = jobs or os.cpu_count() or 1
-    size = sum(len(t) for _, t, _ in todo)
-    if jobs > 1 and len(todo) > 1 and size >= PARALLEL_MIN_BYTES:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(
-            max_workers=min(jobs, len(todo)), mp_context=context, initializer=_die_with_parent
-        ) as pool:
-            yield from pool.map(_extract_packed, todo, chunksize=4)
-    else:
-        for item in todo:
-            yield _extract_packed(item)
+    def __enter__(self) -> Extraction:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def extract_all(
@@ -110,4 +128,5 @@ def extract_all(
     jobs: int | None = None,
 ) -> dict[str, bytes | str]:
     """relpath -> packed facts, or the reason the file was skipped."""
-    return dict(iter_extracted(sources, deep, store, jobs))
+    with Extraction(sources, deep, store, jobs) as extraction:
+        return dict(extraction)
