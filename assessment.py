@@ -13,7 +13,7 @@ import pickle
 import re
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -251,6 +251,8 @@ class Collected:
     extracted: bool = False
     notebooks: dict[str, Any] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # relpath -> why extraction skipped it
+    fact_shas: dict[str, bytes] = field(default_factory=dict)  # relpath -> facts_sha
+    extracted_first: set[str] = field(default_factory=set)  # put in the store by this run
 
     def digest_parts(self) -> list[str]:
         """What the results depend on from the tree: every file's content hash, every skip."""
@@ -325,7 +327,8 @@ def extract_facts(
             collected.sources.pop(item.relpath, None)
     for skip in collected.skipped:
         collected.facts.add("skipped_file", (skip.relpath, skip.reason))
-    collected.cache_hits = store.hits if store is not None else 0
+    # Files this run extracted before it looked for saved results came back from the store.
+    collected.cache_hits = max(0, store.hits - len(collected.extracted_first)) if store else 0
     collected.extracted = True
     return collected
 
@@ -337,6 +340,7 @@ def _gather(
     stack: contextlib.ExitStack,
 ) -> None:
     from .facts.parallel import extract_all
+    from .facts.store import facts_sha
 
     texts = [item for item in collected.found if isinstance(item, SourceText)]
     by_path = {s.relpath: s for s in texts}
@@ -364,6 +368,7 @@ def _gather(
                 continue
             rows, node_count, lines = unpack_facts(data)
         facts.add_file(rows, node_count)
+        collected.fact_shas[relpath] = facts_sha(data)
         collected.files.append(relpath)
         collected.lines += lines
 
@@ -445,10 +450,12 @@ def assess(
         collected = discover(path, config, max_file_size)
         suppressions = suppressions_by_file(collected.sources)
         digest = _results_digest(collected, context, program.text, config)
-        reused = store.fresh_results(digest) if store is not None else None
-        db = _open_saved(program, reused) if reused is not None else None
+        suppressed_rows = _suppression_facts(collected, suppressions)
+        disabled_rows = _disabled_facts(path, collected, config)
+        keyer = _FactsKeyer(collected, context, program, config, suppressed_rows, disabled_rows)
+        db = _reuse_results(program, store, digest, keyer, collected, jobs) if store else None
         if db is not None:
-            # Nothing changed since the saved run: its evaluated database answers everything.
+            # The saved run had the same facts: its evaluated database answers everything.
             result.reused_results = True
             _summarise_from_db(collected, db)
             t1 = t2 = t3 = time.perf_counter()
@@ -463,8 +470,8 @@ def assess(
                 except Exception:  # the store cannot take the file: evaluate in memory
                     partial = None
                     db = _new_database(program, context)
-                db.load("suppressed", _suppression_facts(collected, suppressions))
-                db.load("disabled", _disabled_facts(path, collected, config))
+                db.load("suppressed", suppressed_rows)
+                db.load("disabled", disabled_rows)
                 collected.facts = FactSet(sink=db.load)
                 extract_facts(collected, store, jobs, show_progress, extraction)
             t1 = time.perf_counter()
@@ -473,7 +480,9 @@ def assess(
             db.evaluate()
             t3 = time.perf_counter()
             if store is not None and partial is not None:
-                db = _keep_results(db, program, store, partial, digest)
+                facts_digest = keyer.digest(collected.fact_shas, collected.failed)
+                db = _keep_results(db, program, store, partial, facts_digest)
+                _set_alias(store, digest, facts_digest)
         result.files, result.skipped = collected.files, collected.skipped
         result.sources, result.lines = collected.sources, collected.lines
         result.fact_count = collected.facts.count() if collected.extracted else _fact_count(db)
@@ -502,7 +511,10 @@ def _summarise_from_db(collected: Collected, db: Database) -> None:
     """Files, skips and line counts of a reused run, read back from its input relations."""
     files = db.rows("source_file")
     collected.files = [f for f, _, _ in files]
-    collected.lines = sum(n for _, _, n in files)
+    # Counted from the sources: the saved counts may predate an edit that changed no fact.
+    collected.lines = sum(
+        _line_count(collected.sources[f]) if f in collected.sources else n for f, _, n in files
+    )
     collected.skipped = [Skipped(f, reason) for f, reason in db.rows("skipped_file")]
     for skip in collected.skipped:
         collected.sources.pop(skip.relpath, None)
@@ -559,6 +571,169 @@ def _open_saved(program: Program, path: Path) -> Database | None:
                 pass
         path.unlink(missing_ok=True)
         return None
+
+
+class _FactsKeyer:
+    """The key of evaluated results: a digest of everything the database is made of (the
+    program, the context, the manifest, each file's facts, suppressions, skips), not of the
+    source text, so that an edit which changes no fact still finds its results."""
+
+    def __init__(
+        self,
+        collected: Collected,
+        context: Context,
+        program: Program,
+        config: Config | None,
+        suppressed: list[tuple[str, str, int]],
+        disabled: list[tuple[str, str]],
+    ) -> None:
+        from .manifest import load
+
+        self.found = collected.found
+        self.parts = [
+            __version__,
+            fact_store.extractor_stamp(),
+            program.text,
+            repr(context.facts()),
+            repr(context.pattern),
+            repr(sorted(load().provenance.items())),
+            repr(config) if config is not None else "",
+            repr(sorted(suppressed)),
+            repr(sorted(disabled)),
+        ]
+        if reads_line_counts(program):
+            # Rules that read source_file's line count depend on more than the facts' hash.
+            self.parts += collected.digest_parts()
+
+    def digest(self, shas: dict[str, bytes], failed: dict[str, str]) -> str:
+        parts = list(self.parts)
+        for item in self.found:
+            if isinstance(item, Skipped):
+                parts.append(f"skip:{item.relpath}:{item.reason}")
+            elif item.relpath in failed:
+                parts.append(f"skip:{item.relpath}:{failed[item.relpath]}")
+            else:
+                parts.append(f"{item.relpath}:{shas[item.relpath].hex()}")
+        return content_digest(parts)
+
+
+# The columns that carry a file's line count: source_file's `lines`, the scopes' `end_line`
+# (the module scope's is the line count).
+_LINE_COUNT_COLUMNS = {"source_file": 2, "scope": 5}
+
+
+def reads_line_counts(program: Program) -> bool:
+    """Whether a rule reads a column that holds a file's line count (rules.dl does not)."""
+    from .engine.syntax import Aggregate, Atom, Comparison, Wildcard
+
+    def literals(body: tuple) -> Iterator[object]:
+        for literal in body:
+            yield literal
+            terms = (
+                [literal.left, literal.right] if isinstance(literal, Comparison)
+                else list(getattr(literal, "args", ()))
+            )
+            for term in terms:
+                if isinstance(term, Aggregate):
+                    yield from literals(term.body)
+
+    for rule in program.rules:
+        for literal in literals(rule.body):
+            column = _LINE_COUNT_COLUMNS.get(getattr(literal, "relation", ""))
+            if (
+                isinstance(literal, Atom)
+                and column is not None
+                and len(literal.args) > column
+                and not isinstance(literal.args[column], Wildcard)
+            ):
+                return True
+    return False
+
+
+# Early cutoff is tried when at most this share of the files must be extracted again: beyond
+# it, facts are streamed into the database while the workers run, which is faster.
+EARLY_CUTOFF_SHARE = 0.25
+
+
+def _reuse_results(
+    program: Program,
+    store: FactStore,
+    digest: str,
+    keyer: _FactsKeyer,
+    collected: Collected,
+    jobs: int | None,
+) -> Database | None:
+    """The saved database for this run's facts, if there is one.  The text digest finds a run
+    with identical sources at once; otherwise, when few files changed, those are extracted
+    (into the store) and the digest of the facts decides."""
+    from .facts.parallel import cache_key, extract_all
+    from .facts.relevance import deep_files
+    from .facts.store import facts_sha
+
+    facts_digest = store.alias(digest)
+    path = store.fresh_results(facts_digest) if facts_digest is not None else None
+    if path is None:
+        texts = [item for item in collected.found if isinstance(item, SourceText)]
+        deep = deep_files({s.relpath: s.text for s in texts})
+        shas = store.fact_shas([(s.relpath, cache_key(s, s.relpath in deep)) for s in texts])
+        missing = [s for s in texts if s.relpath not in shas]
+        if len(missing) > EARLY_CUTOFF_SHARE * len(texts):
+            return None
+        failed: dict[str, str] = {}
+        for relpath, data in extract_all(missing, deep, store, jobs).items():
+            if isinstance(data, bytes):
+                shas[relpath] = facts_sha(data)
+                collected.extracted_first.add(relpath)
+            else:
+                failed[relpath] = data
+        try:
+            store.write_pending()  # the main path then finds them in the store
+        except Exception:
+            pass
+        facts_digest = keyer.digest(shas, failed)
+        path = store.fresh_results(facts_digest)
+        if path is None:
+            return None
+        _refresh_line_counts(path, collected)
+        _set_alias(store, digest, facts_digest)
+    return _open_saved(program, path)
+
+
+def _line_count(text: str) -> int:
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def _refresh_line_counts(path: Path, collected: Collected) -> None:
+    """Line counts are no part of the results' key: bring them up to date in the file."""
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(path))
+    except Exception:  # open elsewhere in this process, or read-only: the report still counts
+        return
+    try:
+        rows = con.execute('SELECT file, lines FROM source_file WHERE "_iter" = 0').fetchall()
+        for file, lines in rows:
+            text = collected.sources.get(file)
+            if text is not None and _line_count(text) != lines:
+                count = _line_count(text)
+                con.execute(
+                    'UPDATE source_file SET lines = ? WHERE file = ? AND "_iter" = 0', [count, file]
+                )
+                con.execute(
+                    "UPDATE scope SET end_line = ? WHERE file = ? AND kind = 'module' "
+                    'AND "_iter" = 0',
+                    [max(count, 1), file],
+                )
+    finally:
+        con.close()
+
+
+def _set_alias(store: FactStore, digest: str, facts_digest: str) -> None:
+    try:
+        store.set_alias(digest, facts_digest)
+    except Exception:  # the cache is an optimisation; failing to write it is not an error
+        pass
 
 
 def _results_partial(store: FactStore, digest: str) -> Path:

@@ -22,13 +22,14 @@ from pathlib import Path
 import duckdb
 
 from . import __version__
+from .facts.store import FACTS_SHA_BYTES
 
 CACHE_DIRNAME = ".cpq"
 FACTS_FILE = "facts.duckdb"
 RESULTS_PREFIX = "results-"
 KEEP_RESULTS = 4
 PENDING_BYTES = 32 * 1024 * 1024  # new entries held in memory before they are written
-_SCHEMA = 3  # the packed-facts format
+_SCHEMA = 4  # the packed-facts format
 
 
 def extractor_stamp() -> str:
@@ -79,6 +80,48 @@ class FactStore:
         self.misses += len(keys) - len(found)
         return found
 
+    def fact_shas(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
+        """`facts_sha` of the stored facts for (path, sha) pairs, without reading the facts."""
+        if not keys:
+            return {}
+        import pyarrow as pa
+
+        wanted = pa.table({"path": [p for p, _ in keys], "sha": [h for _, h in keys]})
+        self.con.register("wanted_files", wanted)
+        try:
+            rows = self.con.execute(
+                "SELECT f.path, f.facts_sha FROM file_facts f JOIN wanted_files w "
+                "ON f.path = w.path AND f.sha = w.sha WHERE f.stamp = ?",
+                [self.stamp],
+            ).fetchall()
+        finally:
+            self.con.unregister("wanted_files")
+        return {path: bytes(sha) for path, sha in rows}
+
+    def alias(self, text_digest: str) -> str | None:
+        rows = self.con.execute(
+            "SELECT facts_digest FROM results_alias WHERE text_digest = ?", [text_digest]
+        ).fetchall()  # fetch everything: DuckDB wants results finished
+        return str(rows[0][0]) if rows else None
+
+    def set_alias(self, text_digest: str, facts_digest: str) -> None:
+        self._transaction(
+            [
+                ("DELETE FROM results_alias WHERE text_digest = ?", [text_digest]),
+                (
+                    "INSERT INTO results_alias VALUES (?, ?, ?)",
+                    [text_digest, facts_digest, time.time()],
+                ),
+                # Only the newest few matter: a tree's text changes with every edit.
+                (
+                    "DELETE FROM results_alias WHERE text_digest NOT IN "
+                    "(SELECT text_digest FROM results_alias ORDER BY written DESC LIMIT 64)",
+                    [],
+                ),
+            ],
+            {},
+        )
+
     def put(self, relpath: str, sha: str, data: bytes) -> None:
         self._pending.append((relpath, sha, data))
         self._pending_bytes += len(data)
@@ -97,12 +140,19 @@ class FactStore:
                 "sha": [h for _, h, _ in self._pending],
                 "stamp": [self.stamp] * len(self._pending),
                 "data": pa.array([d for _, _, d in self._pending], type=pa.binary()),
+                "facts_sha": pa.array(
+                    [d[:FACTS_SHA_BYTES] for _, _, d in self._pending], type=pa.binary()
+                ),
             }
         )
         self._transaction(
             [
                 ("DELETE FROM file_facts WHERE path IN (SELECT path FROM pending_facts)", []),
-                ("INSERT INTO file_facts SELECT path, sha, stamp, data FROM pending_facts", []),
+                (
+                    "INSERT INTO file_facts SELECT path, sha, stamp, data, facts_sha "
+                    "FROM pending_facts",
+                    [],
+                ),
             ],
             {"pending_facts": batch},
         )
@@ -183,10 +233,7 @@ def open_store(directory: Path) -> FactStore | None:
     for attempt in range(2):
         try:
             con = duckdb.connect(str(path))
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS file_facts "
-                "(path VARCHAR, sha VARCHAR, stamp VARCHAR, data BLOB)"
-            )
+            _create_tables(con)
             return FactStore(directory, con, extractor_stamp())
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
@@ -202,6 +249,24 @@ def open_store(directory: Path) -> FactStore | None:
                 continue
             return None
     return None
+
+
+_TABLES = {
+    "file_facts": "(path VARCHAR, sha VARCHAR, stamp VARCHAR, data BLOB, facts_sha BLOB)",
+    # A tree's text digest -> the digest of its facts, under which its results are kept.
+    "results_alias": "(text_digest VARCHAR, facts_digest VARCHAR, written DOUBLE)",
+}
+
+
+def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """The store's tables; a table of an older layout is replaced (it is only a cache)."""
+    for name, columns in _TABLES.items():
+        con.execute(f"CREATE TABLE IF NOT EXISTS {name} {columns}")
+        have = [row[0] for row in con.execute(f"DESCRIBE {name}").fetchall()]
+        want = [part.split()[0] for part in columns.strip("()").split(", ")]
+        if have != want:
+            con.execute(f"DROP TABLE {name}")
+            con.execute(f"CREATE TABLE {name} {columns}")
 
 
 def _remove(path: Path) -> None:

@@ -9,6 +9,7 @@ so a large tree never sits in Python lists all at once.
 
 from __future__ import annotations
 
+import hashlib
 import marshal
 import zlib
 from array import array
@@ -46,16 +47,56 @@ def rows_to_columns(rows: dict[str, list[tuple]]) -> Columns:
     return out
 
 
+FACTS_SHA_BYTES = 20
+
+
 def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> bytes:
     """One file's facts, compact, and in the form the loader wants.  Compressed (about 6x, at
-    some 250 MB/s in the worker): the store then writes and reads a sixth of the bytes."""
-    return zlib.compress(marshal.dumps((rows_to_columns(rows), node_count, lines)), 1)
+    some 250 MB/s in the worker): the store then writes and reads a sixth of the bytes.
+
+    The first bytes are a hash of the facts without the file's line count (see `facts_sha`)."""
+    columns = rows_to_columns(rows)
+    sha = hashlib.sha1(str(node_count).encode())
+    for rel in sorted(columns):
+        cols = columns[rel]
+        if rel == "source_file":
+            cols = cols[:2]  # file and module, not the line count
+        elif rel == "scope":
+            cols = [*cols[:5], _without_module_end(cols[1], cols[5])]
+        sha.update(rel.encode())
+        for col in cols:
+            # Canonical bytes (marshal's output also depends on how objects are shared).
+            sha.update(b"\1" + col if isinstance(col, bytes) else b"\2" + _joined(col))
+    return sha.digest() + zlib.compress(marshal.dumps((columns, node_count, lines)), 1)
+
+
+def _without_module_end(kinds: list, end_lines: bytes) -> bytes:
+    """The scopes' last lines, but the module's (the file's line count) left out."""
+    ends = array("q")
+    ends.frombytes(end_lines)
+    for i, kind in enumerate(kinds):
+        if kind == "module":
+            ends[i] = 0
+    return ends.tobytes()
+
+
+def _joined(values: list) -> bytes:
+    # The lengths make it unambiguous whatever the strings hold.
+    text = "".join(values).encode("utf-8", "surrogatepass")
+    return array("q", map(len, values)).tobytes() + text
+
+
+def facts_sha(packed: bytes) -> bytes:
+    """What a file gives the evaluation, hashed: every fact, node ids included, but not the
+    file's line count (source_file's, and the module scope's last line).  An edit that
+    changes no fact (a comment, blank lines at the end) keeps it, and with it the results."""
+    return packed[:FACTS_SHA_BYTES]
 
 
 def unpack_facts(data: bytes) -> tuple[Columns, int, int]:
     """The inverse of `pack_facts`; ValueError when the data is not such a file's facts."""
     try:
-        columns, node_count, lines = marshal.loads(zlib.decompress(data))
+        columns, node_count, lines = marshal.loads(zlib.decompress(data[FACTS_SHA_BYTES:]))
     except zlib.error as exc:
         raise ValueError(f"not packed facts: {exc}") from None
     if not isinstance(columns, dict) or not isinstance(node_count, int) or not isinstance(lines, int):

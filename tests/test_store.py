@@ -50,6 +50,67 @@ def test_an_edited_file_is_reparsed_and_the_rest_comes_from_the_cache(tree: Path
     assert _key(edited) == _key(assess(tree, ctx, use_cache=False))
 
 
+def _close(result) -> None:
+    result.db.close()  # as the next process would find the store
+
+
+def test_an_edit_that_changes_no_fact_reuses_the_results(tree: Path) -> None:
+    ctx = Context.from_options(elements="20M")
+    first = assess(tree, ctx, use_cache=True)
+    _close(first)
+    path = tree / "wave_equation.py"
+    path.write_text(path.read_text() + "# a comment at the end changes no fact\n\n")
+    edited = assess(tree, ctx, use_cache=True)
+    assert edited.reused_results
+    assert _key(edited) == _key(first)
+    assert edited.lines == first.lines + 2  # counted from the sources, not the saved run
+    _close(edited)
+    # The saved run now carries the new line count, for `cpq query source_file` too.
+    warm = assess(tree, ctx, use_cache=True)
+    assert warm.reused_results
+    counts = {f: n for f, _, n in warm.db.rows("source_file")}
+    assert counts["wave_equation.py"] == path.read_text().count("\n")
+    assert _key(warm) == _key(assess(tree, ctx, use_cache=False))
+
+
+def test_an_edit_that_moves_lines_or_adds_a_suppression_is_evaluated_again(tree: Path) -> None:
+    ctx = Context.from_options(elements="20M")
+    first = assess(tree, ctx, use_cache=True)
+    _close(first)
+    path = tree / "sync_in_loop.py"
+    path.write_text("# a comment above everything moves every line\n" + path.read_text())
+    moved = assess(tree, ctx, use_cache=True)
+    assert not moved.reused_results
+    assert _key(moved) == _key(assess(tree, ctx, use_cache=False))
+    _close(moved)
+    target = next(f for f in moved.findings if f.file == "sync_in_loop.py" and f.kind == "BLOCKS")
+    lines = path.read_text().splitlines()
+    lines[target.line - 1] += f"  # cpq: ignore[{target.code}] -- measured, fine"
+    path.write_text("\n".join(lines) + "\n")
+    suppressed = assess(tree, ctx, use_cache=True)
+    assert not suppressed.reused_results
+    assert _key(suppressed) == _key(assess(tree, ctx, use_cache=False))
+    assert any(f.suppressed for f in suppressed.findings)
+
+
+def test_rules_that_read_line_counts_get_no_early_cutoff(tree: Path, tmp_path: Path) -> None:
+    from cpq.assessment import load_program, reads_line_counts, rules_text
+
+    assert not reads_line_counts(load_program())
+    rules = tmp_path / "rules.dl"
+    rules.write_text(
+        rules_text() + "\n.decl long_file(f: symbol)\n.output long_file\n"
+        "long_file(F) :- source_file(F, _, N), N > 40.\n"
+    )
+    assert reads_line_counts(load_program(rules))
+    first = assess(tree, rules_path=rules, use_cache=True)
+    _close(first)
+    path = tree / "wave_equation.py"
+    path.write_text(path.read_text() + "#\n" * 3)
+    again = assess(tree, rules_path=rules, use_cache=True)
+    assert not again.reused_results
+
+
 def test_other_context_does_not_reuse_results(tree: Path) -> None:
     assess(tree, Context.from_options(elements="20M"), use_cache=True)
     other = assess(tree, Context.from_options(elements="20M", gpus=4), use_cache=True)
