@@ -8,11 +8,12 @@ nothing else touches the network): `numpy` is the `.py` files of the numpy packa
 `scipy-astropy` those of scipy and astropy side by side.  `small` is one example file.
 
 For each tree, in one run: cpq cold (store deleted), cpq warm (same command again), cpq after
-one edited file, cpq --no-cache, `ruff check --select ALL`, and Semgrep with
-bench/semgrep-rules.yml.  Each command runs in its own process; its wall time, its peak RSS
-(the largest process among it and its descendants, from wait4) and the peak of the summed
-RSS of its whole process tree (sampled from /proc every 100 ms) are reported, with the ratios
-and the targets of the issue.  See bench/README.md.
+a comment edit and after a code edit of one file, cpq --no-cache, `ruff check --select ALL`,
+and Semgrep with bench/semgrep-rules.yml (on every file, then with its default ignores).
+Each command runs in its own process; its wall time, its peak RSS (the largest process among
+it and its descendants, from wait4) and the peak of the summed RSS of its whole process tree
+(sampled from /proc every 100 ms) are reported, with the ratios and the targets of the issue.
+See bench/README.md.
 """
 
 from __future__ import annotations
