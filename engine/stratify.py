@@ -36,7 +36,7 @@ def stratify(relation_names: Iterable[str], rules: list[Rule], source: str) -> l
     names = list(relation_names)
     edges: list[_Edge] = []
     for rule in rules:
-        edges.extend(_rule_edges(rule))
+        edges.extend(rule_edges(rule))
     deps: dict[str, list[str]] = {name: [] for name in names}
     for edge in edges:
         if edge.body not in deps[edge.head]:
@@ -61,7 +61,7 @@ def stratify(relation_names: Iterable[str], rules: list[Rule], source: str) -> l
     return strata
 
 
-def _rule_edges(rule: Rule) -> list[_Edge]:
+def rule_edges(rule: Rule) -> list[_Edge]:
     head = rule.head.relation
     out: list[_Edge] = []
     for lit in rule.body:

@@ -532,3 +532,58 @@ def test_decl_qualifiers_and_soft_keywords() -> None:
     db.evaluate()
     assert db.rows("brie") == [(3,)]
     assert error_of(".decl e(x: number) eqrel").message.startswith("eqrel")
+
+
+PARALLEL_STRATA = """
+.decl edge(x: number, y: number)
+.decl path(x: number, y: number)
+path(X, Y) :- edge(X, Y).
+path(X, Z) :- path(X, Y), edge(Y, Z).
+.decl twice(x: number, y: number)
+twice(X, Z) :- edge(X, Y), edge(Y, Z).
+.decl big(x: number)
+big(X) :- edge(X, _), X > 3.
+.decl fan(x: number, n: number)
+fan(X, N) :- edge(X, _), N = count : { edge(X, _) }.
+.decl unreachable(x: number, y: number)
+unreachable(X, Y) :- edge(X, _), edge(_, Y), !path(X, Y).
+.decl summary(n: number)
+summary(N) :- N = count : { unreachable(_, _) }, big(_), fan(_, _), twice(_, _).
+"""
+
+
+def _everything(db: Database) -> dict[str, list[tuple]]:
+    out = {}
+    for name in db.program.relations:
+        out[name] = db.con.execute(f'SELECT * FROM "{name}" ORDER BY ALL').fetchall()
+    return out
+
+
+def test_strata_run_side_by_side_with_the_same_result_and_rounds() -> None:
+    """Independent strata run on several connections at once; the tuples, the rounds (_iter)
+    and the rules (_rule) are those of a one-at-a-time evaluation."""
+    edges = [(i, (i * 7 + 3) % 40) for i in range(40)] + [(i, i + 1) for i in range(0, 39, 13)]
+    results = []
+    for concurrency in (1, 4):
+        db = Database(parse_program(PARALLEL_STRATA, source="test.dl"))
+        db.concurrency = concurrency
+        db.load("edge", edges)
+        stats = db.evaluate()
+        results.append(_everything(db))
+        for stratum in stats.strata:
+            for name in stratum.relations:
+                iters = [r[0] for r in db.con.execute(f'SELECT DISTINCT "_iter" FROM "{name}"').fetchall()]
+                assert all(stratum.first_iter <= i <= stratum.last_iter for i in iters), name
+        db.close()
+    assert results[0] == results[1]
+    assert results[0]["summary"] and results[0]["unreachable"]
+
+
+def test_a_failing_stratum_stops_a_concurrent_evaluation() -> None:
+    text = PARALLEL_STRATA + '.decl bad(x: number)\nbad(X) :- edge(X, _), match("(", "x").\n'
+    db = Database(parse_program(text, source="test.dl"))
+    db.concurrency = 4
+    db.load("edge", [(1, 2)])
+    with pytest.raises(DatalogError) as info:
+        db.evaluate()
+    assert info.value.line == text.count("\n")  # the rule with the bad regular expression
