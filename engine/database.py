@@ -346,19 +346,26 @@ class Database:
         def run(index: int) -> StratumStats:
             return self._run_stratum(index, compiled[index], cursor())
 
+        pool = ThreadPoolExecutor(max_workers=self.concurrency)
         try:
-            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-                running = {pool.submit(run, i): i for i, w in enumerate(waits) if not w}
-                while running:
-                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        index = running.pop(future)
-                        stats[index] = future.result()  # a failed stratum raises here
-                        for later in needed_by[index]:
-                            waits[later].discard(index)
-                            if not waits[later]:
-                                running[pool.submit(run, later)] = later
+            running = {pool.submit(run, i): i for i, w in enumerate(waits) if not w}
+            while running:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    index = running.pop(future)
+                    stats[index] = future.result()  # a failed stratum raises here
+                    for later in needed_by[index]:
+                        waits[later].discard(index)
+                        if not waits[later]:
+                            running[pool.submit(run, later)] = later
+        except BaseException:
+            # A failure or Ctrl-C: stop the statements still running rather than wait for them.
+            with lock:
+                for con in cursors:
+                    con.interrupt()
+            raise
         finally:
+            pool.shutdown(wait=True, cancel_futures=True)
             for con in cursors:
                 con.close()
 
