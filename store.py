@@ -61,27 +61,16 @@ class FactStore:
 
     def get_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
         """Facts for many (path, sha) pairs in one query."""
-        if not keys:
-            return {}
-        import pyarrow as pa
-
-        wanted = pa.table({"path": [p for p, _ in keys], "sha": [h for _, h in keys]})
-        self.con.register("wanted_files", wanted)
-        try:
-            rows = self.con.execute(
-                "SELECT f.path, f.data FROM file_facts f JOIN wanted_files w "
-                "ON f.path = w.path AND f.sha = w.sha WHERE f.stamp = ?",
-                [self.stamp],
-            ).fetchall()
-        finally:
-            self.con.unregister("wanted_files")
-        found = {path: bytes(data) for path, data in rows}
+        found = self._lookup(keys, "data")
         self.hits += len(found)
         self.misses += len(keys) - len(found)
         return found
 
     def fact_shas(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
         """`facts_sha` of the stored facts for (path, sha) pairs, without reading the facts."""
+        return self._lookup(keys, "facts_sha")
+
+    def _lookup(self, keys: list[tuple[str, str]], column: str) -> dict[str, bytes]:
         if not keys:
             return {}
         import pyarrow as pa
@@ -90,13 +79,13 @@ class FactStore:
         self.con.register("wanted_files", wanted)
         try:
             rows = self.con.execute(
-                "SELECT f.path, f.facts_sha FROM file_facts f JOIN wanted_files w "
+                f"SELECT f.path, f.{column} FROM file_facts f JOIN wanted_files w "
                 "ON f.path = w.path AND f.sha = w.sha WHERE f.stamp = ?",
                 [self.stamp],
             ).fetchall()
         finally:
             self.con.unregister("wanted_files")
-        return {path: bytes(sha) for path, sha in rows}
+        return {path: bytes(value) for path, value in rows}
 
     def alias(self, text_digest: str) -> str | None:
         rows = self.con.execute(
