@@ -100,6 +100,8 @@ _KEPT_TOKENS = frozenset(
 # Read as a whole (text), never descended into.
 _LEAF_KINDS = frozenset({"string_content", "not in", "is not", "import_prefix", "comment"})
 _PYTHON2_KINDS = frozenset({"print_statement", "exec_statement"})
+# Named tokens that never span lines nor have children (their text is kept).
+_ONE_LINE_LEAVES = frozenset({"identifier", "integer", "float", "true", "false", "none"})
 # A string literal without interpolation is read as one leaf (its text), which saves visiting
 # its start, content and end tokens: the literal's prefix says whether it can interpolate.
 _PLAIN_STRING_PREFIX = frozenset("rRbBuU")
@@ -134,12 +136,21 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
     text_kinds = _TEXT_KINDS
     kept = _KEPT_TOKENS
     leaf_kinds = _LEAF_KINDS
+    one_line_leaves = _ONE_LINE_LEAVES
     while stack:
         node, pnode = stack.pop()
         out = pnode.children
         parent_line = pnode.line
         for child in node.children():
             kind = child.kind()
+            if kind in one_line_leaves:
+                # Names and numbers, a third of all nodes: read with two calls each.
+                text = child.text()
+                line = child.range().start.line + 1
+                out.append(PNode(kind, line, line, True, text))
+                if not text:  # zero-width: tree-sitter put in a MISSING name
+                    errors.append((line, line))
+                continue
             if not child.is_named():
                 # tree-sitter recovers from a syntax error with zero-width MISSING tokens.
                 if not child.text():
