@@ -197,6 +197,7 @@ class Assessment:
     decision: Decision = field(default_factory=Decision)
     cache_hits: int = 0
     reused_results: bool = False
+    reparsed: int = 0  # changed files parsed again before their unchanged facts found the results
     notebooks: dict[str, Any] = field(default_factory=dict)
     partial: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
     _lines: dict[str, list[str]] = field(default_factory=dict, repr=False)
@@ -457,6 +458,7 @@ def assess(
         if db is not None:
             # The saved run had the same facts: its evaluated database answers everything.
             result.reused_results = True
+            result.reparsed = len(collected.extracted_first)
             _summarise_from_db(collected, db)
             t1 = t2 = t3 = time.perf_counter()
         else:
@@ -650,9 +652,10 @@ def reads_line_counts(program: Program) -> bool:
     return False
 
 
-# Early cutoff is tried when at most this share of the files must be extracted again: beyond
-# it, facts are streamed into the database while the workers run, which is faster.
+# Early cutoff is tried when at most this share of the files (or this many) must be extracted
+# again: beyond both, facts are streamed into the database while the workers run, which is faster.
 EARLY_CUTOFF_SHARE = 0.25
+EARLY_CUTOFF_FILES = 16
 
 
 def _reuse_results(
@@ -677,7 +680,7 @@ def _reuse_results(
         deep = deep_files({s.relpath: s.text for s in texts})
         shas = store.fact_shas([(s.relpath, cache_key(s, s.relpath in deep)) for s in texts])
         missing = [s for s in texts if s.relpath not in shas]
-        if len(missing) > EARLY_CUTOFF_SHARE * len(texts):
+        if len(missing) > max(EARLY_CUTOFF_SHARE * len(texts), EARLY_CUTOFF_FILES):
             return None
         failed: dict[str, str] = {}
         for relpath, data in extract_all(missing, deep, store, jobs).items():

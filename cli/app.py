@@ -174,10 +174,14 @@ def assess(
             typer.echo(f"cpq: recorded {count} findings in {write_baseline}", err=True)
     if state.verbose:
         t = result.timings
+        if result.reused_results:
+            changed = f", {result.reparsed} changed file(s) parsed: same facts" if result.reparsed else ""
+            source = f"saved results reused{changed}"
+        else:
+            source = f"{result.cache_hits} files from the cache"
         typer.echo(
             f"cpq: {len(result.files)} files, {result.lines:,} lines, {result.fact_count:,} facts "
-            f"({result.cache_hits} files from the cache"
-            f"{', results reused' if result.reused_results else ''}); "
+            f"({source}); "
             f"extract {t['extract']:.2f}s, load {t['load']:.2f}s, evaluate {t['evaluate']:.2f}s",
             err=True,
         )

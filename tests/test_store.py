@@ -168,3 +168,52 @@ def test_two_concurrent_runs_do_not_corrupt_the_store(tree: Path) -> None:
     assert reports[0]["findings"] == reports[1]["findings"]
     again = json.loads(subprocess.run(cmd, capture_output=True, check=True).stdout)
     assert again["findings"] == reports[0]["findings"]
+
+
+def test_verbose_line_says_where_the_results_came_from(tree: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cpq.cli.app import app
+
+    runner = CliRunner()
+
+    def verbose_line() -> str:
+        done = runner.invoke(app, ["-v", "assess", str(tree), "--format", "json", "-o", str(tree / "r.json")])
+        assert done.exit_code == 0, done.output
+        return next(line for line in done.output.splitlines() if line.startswith("cpq: "))
+
+    assert "(0 files from the cache)" in verbose_line()
+    assert "(saved results reused)" in verbose_line()
+    path = tree / "particle_loop.py"
+    path.write_text(path.read_text() + "# reviewed\n")
+    assert "(saved results reused, 1 changed file(s) parsed: same facts)" in verbose_line()
+    path.write_text(path.read_text() + "unused_name = 1\n")
+    assert "(3 files from the cache)" in verbose_line()
+
+
+def test_a_store_of_an_older_layout_is_replaced(tree: Path) -> None:
+    import duckdb
+
+    (tree / ".cpq").mkdir()
+    con = duckdb.connect(str(tree / ".cpq" / FACTS_FILE))
+    con.execute("CREATE TABLE file_facts (path VARCHAR, sha VARCHAR, stamp VARCHAR, data BLOB)")
+    con.execute("INSERT INTO file_facts VALUES ('sync_in_loop.py', 'x', 'old', 'junk'::BLOB)")
+    con.close()
+    first = assess(tree, use_cache=True)
+    assert not first.reused_results and first.cache_hits == 0
+    _close(first)
+    again = assess(tree, use_cache=True)
+    assert again.reused_results and _key(again) == _key(first)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("", "1GB"), ("4GB", "4GB"), ("512MiB", "512MiB"), ("lots", "1GB"), ("1GB; DROP", "1GB")],
+)
+def test_memory_limit_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: str
+) -> None:
+    from cpq.assessment import memory_limit
+
+    monkeypatch.setenv("CPQ_MEMORY_LIMIT", value)
+    assert memory_limit() == expected
