@@ -32,6 +32,7 @@ from .store import FactStore, content_digest, default_cache_dir, open_store
 
 if TYPE_CHECKING:
     from .facts.parallel import Extraction
+    from .reuse import FileLayout
     from .suppress import Suppression
 
 CONTEXT_RELATION = "context_number"
@@ -254,6 +255,21 @@ class Collected:
     failed: dict[str, str] = field(default_factory=dict)  # relpath -> why extraction skipped it
     fact_shas: dict[str, bytes] = field(default_factory=dict)  # relpath -> facts_sha
     extracted_first: set[str] = field(default_factory=set)  # put in the store by this run
+    # Facts copied from an earlier run's results (reuse.py): the plan, then where ids moved.
+    copied: dict[str, FileLayout] = field(default_factory=dict)
+    moves: dict[str, tuple[FileLayout, int]] = field(default_factory=dict)
+    layout: dict[str, FileLayout] = field(default_factory=dict)  # every extracted file's ids
+    _deep: set[str] | None = None
+
+    def deep_files(self) -> set[str]:
+        """Files extracted in depth (see facts.relevance), computed once."""
+        if self._deep is None:
+            from .facts.relevance import deep_files
+
+            self._deep = deep_files(
+                {s.relpath: s.text for s in self.found if isinstance(s, SourceText)}
+            )
+        return self._deep
 
     def digest_parts(self) -> list[str]:
         """What the results depend on from the tree: every file's content hash, every skip."""
@@ -294,12 +310,16 @@ def _excluder(root: Path, config: Config) -> Callable[[str], bool] | None:
 def start_extraction(
     collected: Collected, store: FactStore | None = None, jobs: int | None = None
 ) -> Extraction:
-    """Set the workers going on the files the store does not have."""
+    """Set the workers going on the files the store does not have (and whose facts are not
+    to be copied from an earlier run, `collected.copied`)."""
     from .facts.parallel import Extraction
-    from .facts.relevance import deep_files
 
-    texts = [item for item in collected.found if isinstance(item, SourceText)]
-    return Extraction(texts, deep_files({s.relpath: s.text for s in texts}), store, jobs)
+    texts = [
+        item
+        for item in collected.found
+        if isinstance(item, SourceText) and item.relpath not in collected.copied
+    ]
+    return Extraction(texts, collected.deep_files(), store, jobs)
 
 
 def extract_facts(
@@ -329,7 +349,9 @@ def extract_facts(
     for skip in collected.skipped:
         collected.facts.add("skipped_file", (skip.relpath, skip.reason))
     # Files this run extracted before it looked for saved results came back from the store.
-    collected.cache_hits = max(0, store.hits - len(collected.extracted_first)) if store else 0
+    collected.cache_hits = len(collected.moves) + (
+        max(0, store.hits - len(collected.extracted_first)) if store else 0
+    )
     collected.extracted = True
     return collected
 
@@ -340,11 +362,11 @@ def _gather(
     show_progress: bool,
     stack: contextlib.ExitStack,
 ) -> None:
-    from .facts.parallel import extract_all
+    from .facts.parallel import cache_key, extract_all
     from .facts.store import facts_sha
+    from .reuse import FileLayout
 
     texts = [item for item in collected.found if isinstance(item, SourceText)]
-    by_path = {s.relpath: s for s in texts}
     failed = collected.failed
     facts = collected.facts
     advance: Callable[[int], None] | None = None
@@ -352,10 +374,24 @@ def _gather(
         from .progress import Progress
 
         advance = stack.enter_context(Progress(len(texts), "extracting")).advance
-    # Files arrive in discovery order: node ids are then the same with or without the cache.
-    for relpath, data in extraction:
+    extracted = iter(extraction)
+    # Files go in discovery order: node ids are then the same with or without the cache, and
+    # with or without facts copied from an earlier run.
+    for source in texts:
+        relpath = source.relpath
         if advance is not None:
             advance(1)
+        earlier = collected.copied.get(relpath)
+        if earlier is not None:
+            base = facts.skip(earlier.nodes)
+            collected.moves[relpath] = (earlier, base)
+            collected.layout[relpath] = FileLayout(earlier.key, base, earlier.nodes, earlier.facts_sha)
+            collected.fact_shas[relpath] = earlier.facts_sha
+            collected.files.append(relpath)
+            collected.lines += _line_count(source.text)
+            continue
+        got, data = next(extracted)
+        assert got == relpath, (got, relpath)
         if isinstance(data, str):
             failed[relpath] = data
             continue
@@ -363,13 +399,17 @@ def _gather(
             rows, node_count, lines = unpack_facts(data)
         except (EOFError, ValueError, TypeError):
             # A damaged cache entry: extract the file again rather than trust it.
-            data = extract_all([by_path[relpath]], extraction.deep, None, 1)[relpath]
+            data = extract_all([source], extraction.deep, None, 1)[relpath]
             if isinstance(data, str):
                 failed[relpath] = data
                 continue
             rows, node_count, lines = unpack_facts(data)
-        facts.add_file(rows, node_count)
-        collected.fact_shas[relpath] = facts_sha(data)
+        base = facts.add_file(rows, node_count)
+        sha = facts_sha(data)
+        collected.layout[relpath] = FileLayout(
+            cache_key(source, relpath in extraction.deep), base, node_count, sha
+        )
+        collected.fact_shas[relpath] = sha
         collected.files.append(relpath)
         collected.lines += lines
 
@@ -455,6 +495,7 @@ def assess(
         disabled_rows = _disabled_facts(path, collected, config)
         keyer = _FactsKeyer(collected, context, program, config, suppressed_rows, disabled_rows)
         db = _reuse_results(program, store, digest, keyer, collected, jobs) if store else None
+        copied = 0
         if db is not None:
             # The saved run had the same facts: its evaluated database answers everything.
             result.reused_results = True
@@ -464,6 +505,8 @@ def assess(
         else:
             # With a store, the evaluation happens in the results file itself, so keeping the
             # results costs no copy, and DuckDB may move data to disk under its memory limit.
+            program_key = _program_key(program)
+            previous = _plan_copy(store, program_key, collected) if store is not None else None
             with start_extraction(collected, store, jobs) as extraction:
                 # The workers parse while the database is made ready.
                 partial = _results_partial(store, digest) if store is not None else None
@@ -476,18 +519,31 @@ def assess(
                 db.load("disabled", disabled_rows)
                 collected.facts = FactSet(sink=db.load)
                 extract_facts(collected, store, jobs, show_progress, extraction)
+            copied = _copy_unchanged(db, previous, collected, store, jobs)
             t1 = time.perf_counter()
             collected.facts.flush()
             t2 = time.perf_counter()
             db.evaluate()
             t3 = time.perf_counter()
             if store is not None and partial is not None:
+                from .reuse import write_layout
+
                 facts_digest = keyer.digest(collected.fact_shas, collected.failed)
+                try:
+                    write_layout(db, collected.layout)
+                except Exception:  # only the next run's shortcut is lost
+                    pass
                 db = _keep_results(db, program, store, partial, facts_digest)
                 _set_alias(store, digest, facts_digest)
+                try:
+                    store.set_latest_results(program_key, facts_digest)
+                except Exception:
+                    pass
         result.files, result.skipped = collected.files, collected.skipped
         result.sources, result.lines = collected.sources, collected.lines
-        result.fact_count = collected.facts.count() if collected.extracted else _fact_count(db)
+        result.fact_count = (
+            collected.facts.count() + copied if collected.extracted else _fact_count(db)
+        )
         result.cache_hits = collected.cache_hits
         result.notebooks = collected.notebooks
     finally:
@@ -670,14 +726,13 @@ def _reuse_results(
     with identical sources at once; otherwise, when few files changed, those are extracted
     (into the store) and the digest of the facts decides."""
     from .facts.parallel import cache_key, extract_all
-    from .facts.relevance import deep_files
     from .facts.store import facts_sha
 
     facts_digest = store.alias(digest)
     path = store.fresh_results(facts_digest) if facts_digest is not None else None
     if path is None:
         texts = [item for item in collected.found if isinstance(item, SourceText)]
-        deep = deep_files({s.relpath: s.text for s in texts})
+        deep = collected.deep_files()
         shas = store.fact_shas([(s.relpath, cache_key(s, s.relpath in deep)) for s in texts])
         missing = [s for s in texts if s.relpath not in shas]
         if len(missing) > max(EARLY_CUTOFF_SHARE * len(texts), EARLY_CUTOFF_FILES):
@@ -737,6 +792,67 @@ def _set_alias(store: FactStore, digest: str, facts_digest: str) -> None:
         store.set_alias(digest, facts_digest)
     except Exception:  # the cache is an optimisation; failing to write it is not an error
         pass
+
+
+def _program_key(program: Program) -> str:
+    """What the input tables of a results file depend on besides the files: cpq, the
+    extractor and the program's relations."""
+    return content_digest([__version__, fact_store.extractor_stamp(), program.text])
+
+
+def _plan_copy(
+    store: FactStore, program_key: str, collected: Collected
+) -> Path | None:
+    """The newest results of this program, and in `collected.copied` the files whose facts
+    can be copied out of them (same path, same content, same depth)."""
+    from .facts.parallel import cache_key
+    from .reuse import read_layout
+
+    try:
+        path = store.latest_results(program_key)
+    except Exception:
+        return None
+    layout = read_layout(path) if path is not None else None
+    if not layout:
+        return None
+    deep = collected.deep_files()
+    for item in collected.found:
+        if isinstance(item, SourceText):
+            earlier = layout.get(item.relpath)
+            if earlier is not None and earlier.key == cache_key(item, item.relpath in deep):
+                collected.copied[item.relpath] = earlier
+    return path if collected.copied else None
+
+
+def _copy_unchanged(
+    db: Database,
+    previous: Path | None,
+    collected: Collected,
+    store: FactStore | None,
+    jobs: int | None,
+) -> int:
+    """Copy the facts of the unchanged files from the earlier results; when that file cannot
+    be read after all, their facts come from the store (or the parser) as usual."""
+    from .reuse import copy_facts
+
+    if previous is None or not collected.moves:
+        return 0
+    try:
+        return copy_facts(db, previous, collected.moves)
+    except Exception:
+        pass
+    from .facts.parallel import extract_all
+
+    by_path = {s.relpath: s for s in collected.found if isinstance(s, SourceText)}
+    sources = [by_path[relpath] for relpath in collected.moves]
+    packed = extract_all(sources, collected.deep_files(), store, jobs)
+    for relpath, (_, base) in collected.moves.items():
+        data = packed[relpath]
+        if isinstance(data, str):  # cannot happen for a file extracted before; never trust it
+            raise RuntimeError(f"{relpath}: {data}")
+        rows, node_count, _ = unpack_facts(data)
+        collected.facts.add_file(rows, node_count, base)
+    return 0
 
 
 def _results_partial(store: FactStore, digest: str) -> Path:

@@ -58,6 +58,7 @@ class FactStore:
     misses: int = 0
     _pending: list[tuple[str, str, bytes]] = field(default_factory=list)
     _pending_bytes: int = 0
+    broken: bool = False  # a read failed: the file is damaged (see _read)
 
     def get_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
         """Facts for many (path, sha) pairs in one query."""
@@ -70,27 +71,38 @@ class FactStore:
         """`facts_sha` of the stored facts for (path, sha) pairs, without reading the facts."""
         return self._lookup(keys, "facts_sha")
 
+    def _read(self, sql: str, params: list) -> list[tuple]:
+        """Rows of a query on the store; none once the store proved damaged (it is then
+        left alone for this run and removed at `close`, so the next run starts afresh)."""
+        if self.broken:
+            return []
+        try:
+            return self.con.execute(sql, params).fetchall()
+        except duckdb.Error:
+            self.broken = True
+            return []
+
     def _lookup(self, keys: list[tuple[str, str]], column: str) -> dict[str, bytes]:
-        if not keys:
+        if not keys or self.broken:
             return {}
         import pyarrow as pa
 
         wanted = pa.table({"path": [p for p, _ in keys], "sha": [h for _, h in keys]})
         self.con.register("wanted_files", wanted)
         try:
-            rows = self.con.execute(
+            rows = self._read(
                 f"SELECT f.path, f.{column} FROM file_facts f JOIN wanted_files w "
                 "ON f.path = w.path AND f.sha = w.sha WHERE f.stamp = ?",
                 [self.stamp],
-            ).fetchall()
+            )
         finally:
             self.con.unregister("wanted_files")
         return {path: bytes(value) for path, value in rows}
 
     def alias(self, text_digest: str) -> str | None:
-        rows = self.con.execute(
+        rows = self._read(
             "SELECT facts_digest FROM results_alias WHERE text_digest = ?", [text_digest]
-        ).fetchall()  # fetch everything: DuckDB wants results finished
+        )
         return str(rows[0][0]) if rows else None
 
     def set_alias(self, text_digest: str, facts_digest: str) -> None:
@@ -106,6 +118,24 @@ class FactStore:
                     "DELETE FROM results_alias WHERE text_digest NOT IN "
                     "(SELECT text_digest FROM results_alias ORDER BY written DESC LIMIT 64)",
                     [],
+                ),
+            ],
+            {},
+        )
+
+    def latest_results(self, program_key: str) -> Path | None:
+        rows = self._read(
+            "SELECT facts_digest FROM latest_results WHERE program_key = ?", [program_key]
+        )
+        return self.fresh_results(str(rows[0][0])) if rows else None
+
+    def set_latest_results(self, program_key: str, facts_digest: str) -> None:
+        self._transaction(
+            [
+                ("DELETE FROM latest_results WHERE program_key = ?", [program_key]),
+                (
+                    "INSERT INTO latest_results VALUES (?, ?, ?)",
+                    [program_key, facts_digest, time.time()],
                 ),
             ],
             {},
@@ -162,26 +192,38 @@ class FactStore:
         )
 
     def _transaction(self, statements: list[tuple[str, list]], views: dict[str, object]) -> None:
+        """Run the statements all or none; a failure (a damaged file, a full disk) leaves the
+        store alone for this run: it is a cache, the assessment goes on without it."""
+        if self.broken:
+            return
         con = self.con
-        for name, table in views.items():
-            con.register(name, table)
-        con.execute("BEGIN TRANSACTION")
         try:
-            for sql, params in statements:
-                con.execute(sql, params)
-            con.execute("COMMIT")
+            for name, table in views.items():
+                con.register(name, table)
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for sql, params in statements:
+                    con.execute(sql, params)
+                con.execute("COMMIT")
+            except duckdb.Error:
+                con.execute("ROLLBACK")
+                raise
         except duckdb.Error:
-            con.execute("ROLLBACK")
-            raise
+            self.broken = True
         finally:
             for name in views:
-                con.unregister(name)
+                try:
+                    con.unregister(name)
+                except duckdb.Error:
+                    pass
 
     def close(self) -> None:
         try:
             self.con.close()
         except duckdb.Error:
             pass
+        if self.broken:
+            _remove(self.directory / FACTS_FILE)
 
     # -- whole evaluated databases --------------------------------------------------------
 
@@ -244,6 +286,9 @@ _TABLES = {
     "file_facts": "(path VARCHAR, sha VARCHAR, stamp VARCHAR, data BLOB, facts_sha BLOB)",
     # A tree's text digest -> the digest of its facts, under which its results are kept.
     "results_alias": "(text_digest VARCHAR, facts_digest VARCHAR, written DOUBLE)",
+    # The newest results per program (rules, extractor): a later run copies unchanged files'
+    # facts out of them (see reuse.py).
+    "latest_results": "(program_key VARCHAR, facts_digest VARCHAR, written DOUBLE)",
 }
 
 

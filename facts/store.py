@@ -134,9 +134,12 @@ class FactSet:
         self._kept = 0  # tuples the sink reported as new (a set drops duplicates)
         self._sink = sink
 
-    def add_file(self, columns: Columns, node_count: int) -> None:
-        base = self._next_base
-        self._next_base += node_count
+    def add_file(self, columns: Columns, node_count: int, base: int | None = None) -> int:
+        """Add a file's facts with its ids shifted by `base` (by default, after the ids of
+        the files added before); returns the base."""
+        if base is None:
+            base = self._next_base
+        self._next_base = max(self._next_base, base + node_count)
         for relation, cols in columns.items():
             n = _column_length(cols[0]) if cols else 0
             if n == 0:
@@ -152,6 +155,13 @@ class FactSet:
             self._total += n
         if self._sink is not None and self._buffered >= FLUSH_VALUES:
             self.flush()
+        return base
+
+    def skip(self, node_count: int) -> int:
+        """Reserve the ids of a file whose facts come from elsewhere; returns its base."""
+        base = self._next_base
+        self._next_base += node_count
+        return base
 
     def add(self, relation: str, row: tuple) -> None:
         self.add_file(rows_to_columns({relation: [row]}), 0)

@@ -217,3 +217,37 @@ def test_memory_limit_comes_from_the_environment(
 
     monkeypatch.setenv("CPQ_MEMORY_LIMIT", value)
     assert memory_limit() == expected
+
+
+def test_after_a_code_edit_unchanged_files_are_copied_with_the_ids_of_a_fresh_run(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cpq.reuse as reuse
+    from cpq.facts.schema import INPUT_RELATIONS
+
+    copies: list[int] = []
+    real_copy = reuse.copy_facts
+
+    def counting_copy(db, path, moves):  # type: ignore[no-untyped-def]
+        copies.append(len(moves))
+        return real_copy(db, path, moves)
+
+    monkeypatch.setattr(reuse, "copy_facts", counting_copy)
+    ctx = Context.from_options(elements="20M")
+    _close(assess(tree, ctx, use_cache=True))
+    # An edit early in discovery order, so the ids of every later file move.
+    path = tree / "particle_loop.py"
+    path.write_text(path.read_text() + "\ndef extra(n):\n    return [i * i for i in range(n)]\n")
+    edited = assess(tree, ctx, use_cache=True)
+    assert copies == [3] and edited.cache_hits == 3 and not edited.reused_results
+    fresh = assess(tree, ctx, use_cache=False)
+    for name in INPUT_RELATIONS:
+        assert edited.db.rows(name) == fresh.db.rows(name), name
+    assert _key(edited) == _key(fresh)
+    assert edited.fact_count == fresh.fact_count
+    _close(edited)
+    # And the run after that starts from the edited run's results.
+    path.write_text(path.read_text() + "again = 2\n")
+    again = assess(tree, ctx, use_cache=True)
+    assert copies == [3, 3]
+    assert _key(again) == _key(assess(tree, ctx, use_cache=False))
