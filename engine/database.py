@@ -2,10 +2,12 @@
 
 Each relation is a table with its declared columns plus two bookkeeping columns:
 
-* ``_iter``: 0 for loaded/program facts; otherwise the global round in which the tuple was first
-  derived.  Rounds count up over the whole evaluation (one per non-recursive stratum, one per
-  semi-naive round of a recursive stratum).  A round only reads tuples of earlier rounds, so
-  every derived tuple has a derivation whose body tuples all have a strictly smaller ``_iter``.
+* ``_iter``: 0 for loaded/program facts; otherwise the round in which the tuple was first
+  derived.  Stratum k numbers its rounds k * ROUND_SPAN + 1, + 2, ... (one round for a
+  non-recursive stratum, one per semi-naive round of a recursive one), so the numbers grow along
+  the dependencies whatever order independent strata run in.  A round only reads tuples of
+  earlier rounds, so every derived tuple has a derivation whose body tuples all have a strictly
+  smaller ``_iter``.
 * ``_rule``: index (in Program.rules) of the rule that first derived the tuple; NULL for facts.
 
 Reading "earlier rounds only" is done by filtering on ``_iter`` (see compile_sql.versioned_table)
