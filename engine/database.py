@@ -187,7 +187,8 @@ class Database:
                 continue
             for start in range(0, len(facts), 1000):
                 select = self._compiler.select_facts(name, facts[start : start + 1000])
-                self.con.execute(insert_new_tuples(rel, select, "0", "NULL", anti_join=True))
+                # The tables are new: only a later chunk can repeat a fact of an earlier one.
+                self.con.execute(insert_new_tuples(rel, select, "0", "NULL", anti_join=start > 0))
 
     def _insert_unit(self, name: str) -> int:
         rel = self.program.relations[name]
