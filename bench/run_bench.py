@@ -459,6 +459,8 @@ def findings_equal(reports: dict[str, Path]) -> tuple[bool, str]:
 class Results:
     rows: list[Row] = field(default_factory=list)
     identical: dict[str, tuple[bool | None, str]] = field(default_factory=dict)
+    # After each edit: the edited run against --no-cache on the edited tree.
+    edits_identical: dict[str, tuple[bool | None, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def find(self, tree: str, mode: str) -> Row | None:
@@ -511,6 +513,20 @@ def run_cpq_tree(tree: Tree, out: Path, repeat: int, timeout_s: float, results: 
         print(f"  {tree.name:14} cpq {mode:13} {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
         return m
 
+    def check_edit(mode: str) -> None:
+        """The edited tree once more with --no-cache (not timed): the saved results an edit
+        reused, or the facts it copied, must give what a fresh run gives."""
+        fresh = out / f"{tree.name}-{mode.replace(' ', '-')}-no-cache.json"
+        cmd = [*cpq, "assess", str(tree.root), "--format", "json", "-o", str(fresh), "--no-cache"]
+        m = measure(cmd, timeout_s, cwd=out)
+        edited = out / f"{tree.name}-{mode}.json"  # where assess(mode) wrote it
+        if m.rc != 0:
+            results.edits_identical[f"{tree.name}: {mode}"] = (False, f"--no-cache exited {m.rc}")
+        else:
+            results.edits_identical[f"{tree.name}: {mode}"] = findings_equal(
+                {mode: edited, "--no-cache": fresh}
+            )
+
     for i in range(repeat):
         shutil.rmtree(store, ignore_errors=True)
         cold = assess("cold")
@@ -522,8 +538,12 @@ def run_cpq_tree(tree: Tree, out: Path, repeat: int, timeout_s: float, results: 
         try:
             edit_file.write_bytes(original + EDIT_MARK + f" {i} {time.time_ns()}\n".encode())
             assess("edit comment")
+            if i == 0:
+                check_edit("edit comment")
             edit_file.write_bytes(original + CODE_EDIT_MARK + f"{time.time_ns()}\n".encode())
             assess("edit code")
+            if i == 0:
+                check_edit("edit code")
         finally:
             edit_file.write_bytes(original)
             os.utime(edit_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
@@ -771,6 +791,9 @@ def report(results: Results, context: list[str]) -> str:
             limit_target("small", mode, TARGET_SMALL_S)
     for tree, (same, detail) in results.identical.items():
         targets.append([tree, "same findings cold / warm / --no-cache", detail, verdict(same)])
+    for what, (same, detail) in results.edits_identical.items():
+        tree, mode = what.split(": ", 1)
+        targets.append([tree, f"same findings {mode} / --no-cache", detail, verdict(same)])
     if ratios:
         out += ["", fmt_table(["tree", "ratio", "value", "times"], ratios, right={2})]
     if targets:
