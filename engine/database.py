@@ -446,10 +446,10 @@ class Database:
                 select = rule_sql.initial
             else:
                 assert previous is not None
-                parts = [sql for rel, sql in rule_sql.variants if previous.get(rel, 0) > 0]
-                if not parts:
+                live = [sql for rel, sql in rule_sql.variants if previous.get(rel, 0) > 0]
+                if not live:
                     continue
-                select = parts[0] if len(parts) == 1 else " UNION ".join(f"({p})" for p in parts)
+                select = live[0] if len(live) == 1 else " UNION ".join(f"({p})" for p in live)
             selects.setdefault(head, []).append((rule_sql.rule.index, select))
 
         # One INSERT per relation and round: all rules of a round read the same snapshot, so

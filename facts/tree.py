@@ -180,8 +180,7 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
                 errors.append((line, end_line))
             elif kind in _PYTHON2_KINDS:
                 python2.append(line)
-            text = child.text() if kind in text_kinds else None
-            pchild = PNode(kind, line, end_line, True, text)
+            pchild = PNode(kind, line, end_line, True, child.text() if kind in text_kinds else None)
             out.append(pchild)
             if kind not in leaf_kinds and not child.is_leaf():
                 stack.append((child, pchild))
