@@ -846,11 +846,13 @@ def _copy_unchanged(
     by_path = {s.relpath: s for s in collected.found if isinstance(s, SourceText)}
     sources = [by_path[relpath] for relpath in collected.moves]
     packed = extract_all(sources, collected.deep_files(), store, jobs)
-    for relpath, (_, base) in collected.moves.items():
+    for relpath, (earlier, base) in collected.moves.items():
         data = packed[relpath]
         if isinstance(data, str):  # cannot happen for a file extracted before; never trust it
             raise RuntimeError(f"{relpath}: {data}")
         rows, node_count, _ = unpack_facts(data)
+        if node_count != earlier.nodes:  # the ids reserved for it would not fit
+            raise RuntimeError(f"{relpath}: {node_count} node ids, {earlier.nodes} reserved")
         collected.facts.add_file(rows, node_count, base)
     return 0
 

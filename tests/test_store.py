@@ -251,3 +251,22 @@ def test_after_a_code_edit_unchanged_files_are_copied_with_the_ids_of_a_fresh_ru
     again = assess(tree, ctx, use_cache=True)
     assert copies == [3, 3]
     assert _key(again) == _key(assess(tree, ctx, use_cache=False))
+
+
+def test_when_the_previous_results_cannot_be_copied_the_store_gives_the_facts(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cpq.reuse as reuse
+
+    def scattered(db, path, moves):  # type: ignore[no-untyped-def]
+        raise reuse.TooScattered(99)
+
+    ctx = Context.from_options(elements="20M")
+    _close(assess(tree, ctx, use_cache=True))
+    monkeypatch.setattr(reuse, "copy_facts", scattered)
+    path = tree / "particle_loop.py"
+    path.write_text(path.read_text() + "\nanother = 1\n")
+    edited = assess(tree, ctx, use_cache=True)
+    fresh = assess(tree, ctx, use_cache=False)
+    assert _key(edited) == _key(fresh) and edited.fact_count == fresh.fact_count
+    assert edited.db.rows("node") == fresh.db.rows("node")
