@@ -25,7 +25,7 @@ from . import store as fact_store
 from .config import Config
 from .context import Context
 from .engine import Database, DatalogError, Program, parse_program
-from .facts import Skipped, SourceText, iter_sources
+from .facts import Skipped, SourceText, iter_sources, line_count
 from .facts.discover import DEFAULT_MAX_FILE_SIZE
 from .facts.store import FactSet, unpack_facts
 from .store import FactStore, content_digest, default_cache_dir, open_store
@@ -253,7 +253,6 @@ class Collected:
     extracted: bool = False
     notebooks: dict[str, Any] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # relpath -> why extraction skipped it
-    fact_shas: dict[str, bytes] = field(default_factory=dict)  # relpath -> facts_sha
     extracted_first: set[str] = field(default_factory=set)  # put in the store by this run
     # Facts copied from an earlier run's results (reuse.py): the plan, then where ids moved.
     copied: dict[str, FileLayout] = field(default_factory=dict)
@@ -386,9 +385,8 @@ def _gather(
             base = facts.skip(earlier.nodes)
             collected.moves[relpath] = (earlier, base)
             collected.layout[relpath] = FileLayout(earlier.key, base, earlier.nodes, earlier.facts_sha)
-            collected.fact_shas[relpath] = earlier.facts_sha
             collected.files.append(relpath)
-            collected.lines += _line_count(source.text)
+            collected.lines += line_count(source.text)
             continue
         got, data = next(extracted)
         assert got == relpath, (got, relpath)
@@ -405,11 +403,9 @@ def _gather(
                 continue
             rows, node_count, lines = unpack_facts(data)
         base = facts.add_file(rows, node_count)
-        sha = facts_sha(data)
         collected.layout[relpath] = FileLayout(
-            cache_key(source, relpath in extraction.deep), base, node_count, sha
+            cache_key(source, relpath in extraction.deep), base, node_count, facts_sha(data)
         )
-        collected.fact_shas[relpath] = sha
         collected.files.append(relpath)
         collected.lines += lines
 
@@ -418,23 +414,28 @@ def collect_facts(root: Path, store: FactStore | None = None, jobs: int | None =
     return extract_facts(discover(root), store, jobs)
 
 
-def _results_digest(
-    collected: Collected, context: Context, program_text: str, config: Config | None
-) -> str:
+def _evaluation_parts(context: Context, program_text: str, config: Config | None) -> list[str]:
+    """What evaluated results depend on besides the files: cpq, the extractor, the program,
+    the context, the manifest and the configuration."""
     from .manifest import load
 
-    manifest = load()
-    parts = [
+    return [
         __version__,
         fact_store.extractor_stamp(),
         program_text,
         repr(context.facts()),
         repr(context.pattern),
-        repr(sorted(manifest.provenance.items())),
+        repr(sorted(load().provenance.items())),
         repr(config) if config is not None else "",
-        *collected.digest_parts(),
     ]
-    return content_digest(parts)
+
+
+def _results_digest(
+    collected: Collected, context: Context, program_text: str, config: Config | None
+) -> str:
+    return content_digest(
+        [*_evaluation_parts(context, program_text, config), *collected.digest_parts()]
+    )
 
 
 def _suppression_facts(
@@ -528,7 +529,8 @@ def assess(
             if store is not None and partial is not None:
                 from .reuse import write_layout
 
-                facts_digest = keyer.digest(collected.fact_shas, collected.failed)
+                shas = {file: layout.facts_sha for file, layout in collected.layout.items()}
+                facts_digest = keyer.digest(shas, collected.failed)
                 try:
                     write_layout(db, collected.layout)
                 except Exception:  # only the next run's shortcut is lost
@@ -571,7 +573,7 @@ def _summarise_from_db(collected: Collected, db: Database) -> None:
     collected.files = [f for f, _, _ in files]
     # Counted from the sources: the saved counts may predate an edit that changed no fact.
     collected.lines = sum(
-        _line_count(collected.sources[f]) if f in collected.sources else n for f, _, n in files
+        line_count(collected.sources[f]) if f in collected.sources else n for f, _, n in files
     )
     collected.skipped = [Skipped(f, reason) for f, reason in db.rows("skipped_file")]
     for skip in collected.skipped:
@@ -645,17 +647,9 @@ class _FactsKeyer:
         suppressed: list[tuple[str, str, int]],
         disabled: list[tuple[str, str]],
     ) -> None:
-        from .manifest import load
-
         self.found = collected.found
         self.parts = [
-            __version__,
-            fact_store.extractor_stamp(),
-            program.text,
-            repr(context.facts()),
-            repr(context.pattern),
-            repr(sorted(load().provenance.items())),
-            repr(config) if config is not None else "",
+            *_evaluation_parts(context, program.text, config),
             repr(sorted(suppressed)),
             repr(sorted(disabled)),
         ]
@@ -757,10 +751,6 @@ def _reuse_results(
     return _open_saved(program, path)
 
 
-def _line_count(text: str) -> int:
-    return text.count("\n") + (0 if text.endswith("\n") else 1)
-
-
 def _refresh_line_counts(path: Path, collected: Collected) -> None:
     """Line counts are no part of the results' key: bring them up to date in the file."""
     import duckdb
@@ -773,8 +763,8 @@ def _refresh_line_counts(path: Path, collected: Collected) -> None:
         rows = con.execute('SELECT file, lines FROM source_file WHERE "_iter" = 0').fetchall()
         for file, lines in rows:
             text = collected.sources.get(file)
-            if text is not None and _line_count(text) != lines:
-                count = _line_count(text)
+            if text is not None and line_count(text) != lines:
+                count = line_count(text)
                 con.execute(
                     'UPDATE source_file SET lines = ? WHERE file = ? AND "_iter" = 0', [count, file]
                 )

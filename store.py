@@ -13,6 +13,7 @@ never trusted.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -32,8 +33,10 @@ PENDING_BYTES = 32 * 1024 * 1024  # new entries held in memory before they are w
 _SCHEMA = 4  # the packed-facts format
 
 
+@functools.cache
 def extractor_stamp() -> str:
-    """Changes whenever the extractor's code (or cpq's version) changes."""
+    """Changes whenever the extractor's code (or cpq's version) changes (read once a process:
+    several keys of a run depend on it)."""
     digest = hashlib.sha256(f"{__version__}/{_SCHEMA}".encode())
     facts_pkg = resources.files("cpq.facts")
     for name in sorted(p.name for p in facts_pkg.iterdir() if p.name.endswith(".py")):

@@ -82,18 +82,6 @@ def _quiet() -> bool:
     return state.quiet
 
 
-def _context(
-    path: Path,
-    elements: str | None,
-    gpus: int | None,
-    nodes: int | None,
-    gpu: str | None,
-    cpu_only: bool | None,
-    pattern: str | None,
-) -> Context:
-    return build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
-
-
 def _assessment(path: Path, context: Context, rules: Path | None) -> Assessment:
     from ..assessment import assess_cached
     from ..engine import DatalogError
@@ -172,7 +160,7 @@ def why(
             target = parse_file_line(operands[1])
         except TargetError as exc:
             usage_error(str(exc))
-    context = _context(path, elements, gpus, nodes, gpu, cpu_only, pattern)
+    context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
     result = _assessment(path, context, rules)
     from ..assessment import load_program
 
@@ -298,7 +286,8 @@ def query(
         compile_query(atoms, program.relations, "query")
     except DatalogError as exc:
         _query_error(atoms, exc, program)
-    result = _assessment(path, _context(path, elements, gpus, nodes, gpu, cpu_only, pattern), rules)
+    context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
+    result = _assessment(path, context, rules)
     assert result.db is not None
     columns, rows = result.db.query(atoms, source="query")
     sys.stdout.write(_format_rows(columns, rows, format))

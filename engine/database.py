@@ -118,7 +118,7 @@ class Database:
 
     @classmethod
     def open(cls, program: Program, path: str | Path, read_only: bool = True) -> Database:
-        """Reopen a database file written by `save` (no tables are created, nothing evaluated)."""
+        """Reopen a database file (no tables are created, nothing evaluated)."""
         self = cls.__new__(cls)
         self.program = program
         self.con = duckdb.connect(str(path), read_only=read_only)
@@ -130,15 +130,6 @@ class Database:
         self._deps = None
         self.concurrency = DEFAULT_CONCURRENCY
         return self
-
-    def save(self, path: str | Path) -> None:
-        """Copy every table (bookkeeping columns included) into a new DuckDB file."""
-        target = str(path).replace("'", "''")
-        self.con.execute(f"ATTACH '{target}' AS saved")
-        try:
-            self.con.execute("COPY FROM DATABASE memory TO saved")
-        finally:
-            self.con.execute("DETACH saved")
 
     # -- context manager -------------------------------------------------------------------
 

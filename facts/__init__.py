@@ -17,6 +17,7 @@ __all__ = [
     "SourceText",
     "extract_source",
     "iter_sources",
+    "line_count",
     "read_source",
 ]
 
@@ -28,6 +29,11 @@ class FileFacts:
     node_count: int
     lines: int
     partial: str | None = None  # why only the intact parts were extracted
+
+
+def line_count(text: str) -> int:
+    """Lines of a source text, a last line without a newline included."""
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
 # A file whose syntax errors cover more than this share of its lines is beyond recovery.
@@ -48,7 +54,7 @@ def extract_source(source: SourceText, module: str | None = None) -> FileFacts |
             source.relpath,
             f"SyntaxError: Python 2 syntax (print/exec statement) at line {parsed.python2_line}",
         )
-    lines = source.text.count("\n") + (0 if source.text.endswith("\n") else 1)
+    lines = line_count(source.text)
     first_error = parsed.error_line
     if first_error is not None and parsed.error_lines() > MAX_BROKEN_SHARE * max(lines, 1):
         return Skipped(source.relpath, f"SyntaxError: invalid syntax at line {first_error}")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
 from ..store import FactStore
-from . import Skipped, SourceText, extract_source
+from . import Skipped, SourceText, extract_source, line_count
 from .extract import module_name_for
 from .store import pack_facts
 from .tree import parse
@@ -28,7 +28,7 @@ def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
         parsed = parse(text)
         if parsed.error_line is not None:
             return relpath, f"SyntaxError: invalid syntax at line {parsed.error_line}"
-        lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+        lines = line_count(text)
         return relpath, pack_facts(
             {"source_file": [(relpath, module_name_for(relpath), lines)]}, 0, lines
         )

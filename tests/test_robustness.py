@@ -1313,24 +1313,26 @@ def _damage_facts_file(store: Path, how: str) -> None:
         (store / (FACTS_FILE + ".wal")).write_bytes(os.urandom(4096))
 
 
-@pytest.mark.parametrize("how", ["garbage", "truncated", "empty", "folder", "wal"])
-def test_damaged_facts_file_is_rebuilt_never_trusted(example_tree: Path, tmp_path: Path, how: str) -> None:
+def _store_without_results(example_tree: Path, tmp_path: Path) -> tuple[Path, tuple]:
+    """A store holding the tree's facts but no evaluated results, and the uncached findings."""
     store = tmp_path / "store"
     reference = _key(assess(example_tree, CTX))
     assess(example_tree, CTX, use_cache=True, cache_dir=store)
     for results in store.glob(f"{RESULTS_PREFIX}*"):
         results.unlink()
+    return store, reference
+
+
+@pytest.mark.parametrize("how", ["garbage", "truncated", "empty", "folder", "wal"])
+def test_damaged_facts_file_is_rebuilt_never_trusted(example_tree: Path, tmp_path: Path, how: str) -> None:
+    store, reference = _store_without_results(example_tree, tmp_path)
     _damage_facts_file(store, how)
     assert _key(assess(example_tree, CTX, use_cache=True, cache_dir=store)) == reference
     assert _key(assess(example_tree, CTX, use_cache=True, cache_dir=store)) == reference
 
 
 def test_damaged_entry_in_the_facts_table_is_re_extracted(example_tree: Path, tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    reference = _key(assess(example_tree, CTX))
-    assess(example_tree, CTX, use_cache=True, cache_dir=store)
-    for results in store.glob(f"{RESULTS_PREFIX}*"):
-        results.unlink()
+    store, reference = _store_without_results(example_tree, tmp_path)
     con = duckdb.connect(str(store / FACTS_FILE))
     con.execute("UPDATE file_facts SET data = 'not marshal data'::BLOB")
     con.close()
@@ -1358,11 +1360,7 @@ def test_damaged_results_file_is_recomputed(example_tree: Path, tmp_path: Path, 
 
 
 def test_store_written_by_another_version_is_not_trusted(example_tree: Path, tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    reference = _key(assess(example_tree, CTX))
-    assess(example_tree, CTX, use_cache=True, cache_dir=store)
-    for results in store.glob(f"{RESULTS_PREFIX}*"):
-        results.unlink()
+    store, reference = _store_without_results(example_tree, tmp_path)
     con = duckdb.connect(str(store / FACTS_FILE))
     con.execute("UPDATE file_facts SET stamp = 'cpq-0.0.0-other'")
     con.close()
@@ -1412,11 +1410,7 @@ def test_store_path_taken_by_a_file_or_unwritable(example_tree: Path, tmp_path: 
 
 
 def test_store_locked_by_another_process(example_tree: Path, tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    reference = _key(assess(example_tree, CTX))
-    assess(example_tree, CTX, use_cache=True, cache_dir=store)
-    for results in store.glob(f"{RESULTS_PREFIX}*"):
-        results.unlink()
+    store, reference = _store_without_results(example_tree, tmp_path)
     holder = subprocess.Popen(
         [
             sys.executable,
