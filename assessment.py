@@ -518,7 +518,7 @@ def assess(
                     db = _new_database(program, context)
                 db.load("suppressed", suppressed_rows)
                 db.load("disabled", disabled_rows)
-                collected.facts = FactSet(sink=db.load)
+                collected.facts = FactSet(sink=db.load_disjoint)
                 extract_facts(collected, store, jobs, show_progress, extraction)
             copied = _copy_unchanged(db, previous, collected, store, jobs)
             t1 = time.perf_counter()

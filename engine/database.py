@@ -19,11 +19,12 @@ table); rules joining an empty relation are skipped without asking DuckDB.
 
 from __future__ import annotations
 
+import heapq
 import os
 import threading
 import time
-from collections.abc import Iterable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,41 @@ class _RuleSql:
     variants: list[tuple[str, str]]
 
 
+Connection = duckdb.DuckDBPyConnection
+
+
+class _Cursors:
+    """One DuckDB connection per evaluation thread (DuckDB plans a statement in the thread
+    that runs it), all closed, or interrupted, together."""
+
+    def __init__(self, con: Connection, setup: Callable[[Connection], None]) -> None:
+        self._con = con
+        self._setup = setup
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._all: list[Connection] = []
+
+    def get(self) -> Connection:
+        cursor = getattr(self._local, "con", None)
+        if cursor is None:
+            cursor = self._local.con = self._con.cursor()
+            self._setup(cursor)
+            with self._lock:
+                self._all.append(cursor)
+        return cursor
+
+    def interrupt(self) -> None:
+        with self._lock:
+            for cursor in self._all:
+                cursor.interrupt()
+
+    def close(self) -> None:
+        with self._lock:
+            for cursor in self._all:
+                cursor.close()
+            self._all.clear()
+
+
 class Database:
     """Tables for every relation of `program`, in memory (path=None) or in a DuckDB file."""
 
@@ -107,6 +143,8 @@ class Database:
         self._evaluated = False  # derived tuples to clear before evaluating again
         self._deps: list[set[int]] | None = None
         self.concurrency = DEFAULT_CONCURRENCY
+        self._round_pool: ThreadPoolExecutor | None = None
+        self._cursors: _Cursors | None = None
         self._create_tables()
         self._insert_program_facts()
 
@@ -129,6 +167,8 @@ class Database:
         self._evaluated = True
         self._deps = None
         self.concurrency = DEFAULT_CONCURRENCY
+        self._round_pool = None
+        self._cursors = None
         return self
 
     # -- context manager -------------------------------------------------------------------
@@ -171,15 +211,19 @@ class Database:
         by_relation: dict[str, list[Fact]] = {}
         for fact in self.program.facts:
             by_relation.setdefault(fact.atom.relation, []).append(fact)
+        statements = []
         for name, facts in by_relation.items():
             rel = self.program.relations[name]
             if rel.arity == 0:
-                self._insert_unit(name)
+                select = "SELECT 1"
+                statements.append(insert_new_tuples(rel, select, "0", "NULL", anti_join=True))
                 continue
             for start in range(0, len(facts), 1000):
                 select = self._compiler.select_facts(name, facts[start : start + 1000])
                 # The tables are new: only a later chunk can repeat a fact of an earlier one.
-                self.con.execute(insert_new_tuples(rel, select, "0", "NULL", anti_join=start > 0))
+                statements.append(insert_new_tuples(rel, select, "0", "NULL", anti_join=start > 0))
+        if statements:
+            self.con.execute(";\n".join(statements))  # one call: see _create_tables
 
     def _insert_unit(self, name: str) -> int:
         rel = self.program.relations[name]
@@ -240,6 +284,41 @@ class Database:
             raise ValueError(f"cannot load rows into '{relation}': {exc}") from exc
         finally:
             self.con.unregister(_LOAD_VIEW)
+
+    def load_disjoint(self, tables: dict[str, pa.Table]) -> int:
+        """Append input tuples to several relations at once (as `_iter` 0), each batch
+        a set with no row in its relation already (see `load`'s `disjoint`): one call to
+        DuckDB instead of one per relation.  Returns how many tuples were added."""
+        statements: list[str] = []
+        names: list[str] = []
+        added = 0
+        try:
+            for relation, table in tables.items():
+                rel = self._relation(relation)
+                if table.num_rows == 0:
+                    continue
+                if rel.arity == 0 or table.num_columns != rel.arity:
+                    raise ValueError(f"'{relation}' has {rel.arity} column(s), the table has "
+                                     f"{table.num_columns}")
+                if any(column.null_count for column in table.columns):
+                    raise ValueError(f"cannot load NULL values into '{relation}'")
+                view = f"{_LOAD_VIEW}_{len(names)}"
+                self.con.register(view, table.rename_columns([f"c{i}" for i in range(rel.arity)]))
+                names.append(view)
+                casts = ", ".join(
+                    f"CAST(c{i} AS {SQL_TYPES[base]}) AS c{i}" for i, base in enumerate(rel.base_types)
+                )
+                select = f"SELECT {casts} FROM {view}"
+                statements.append(insert_new_tuples(rel, select, "0", "NULL", anti_join=False))
+                added += table.num_rows
+            if statements:
+                self.con.execute(";\n".join(statements))
+        except duckdb.ConversionException as exc:
+            raise ValueError(f"cannot load rows: {exc}") from exc
+        finally:
+            for view in names:
+                self.con.unregister(view)
+        return added
 
     # -- evaluation ------------------------------------------------------------------------
 
@@ -308,11 +387,18 @@ class Database:
         for index, deps in enumerate(waits):
             for dep in deps:
                 needed_by[dep].append(index)
-        if self.concurrency <= 1 or len(strata) <= 1:
+        if self.concurrency <= 1:
             for index in range(len(strata)):
                 stats[index] = self._run_stratum(index, compiled[index], self.con)
         else:
-            self._run_concurrently(compiled, stats, waits, needed_by)
+            self._cursors = _Cursors(self.con, self._set_session)
+            self._round_pool = ThreadPoolExecutor(max_workers=self.concurrency)
+            try:
+                self._run_concurrently(compiled, stats, waits, needed_by)
+            finally:
+                self._round_pool.shutdown(wait=True, cancel_futures=True)
+                self._round_pool = None
+                self._cursors.close()
         done = [s for s in stats if s is not None]
         rounds = max((s.last_iter for s in done), default=0)
         return EvalStats(done, time.perf_counter() - started, rounds, dict(self._sizes))
@@ -324,26 +410,26 @@ class Database:
         waits: list[set[int]],
         needed_by: list[list[int]],
     ) -> None:
-        local = threading.local()
-        cursors: list[duckdb.DuckDBPyConnection] = []
-        lock = threading.Lock()
-
-        def cursor() -> duckdb.DuckDBPyConnection:
-            con = getattr(local, "con", None)
-            if con is None:
-                con = local.con = self.con.cursor()
-                self._set_session(con)
-                with lock:
-                    cursors.append(con)
-            return con
+        cursors = self._cursors
+        assert cursors is not None
 
         def run(index: int) -> StratumStats:
-            return self._run_stratum(index, compiled[index], cursor())
+            return self._run_stratum(index, compiled[index], cursors.get())
 
+        # Of the strata ready to run, those with the longest chain of strata waiting on them
+        # go first: the chains, not the number of statements, set the evaluation's length.
+        height = [1] * len(waits)
+        for index in reversed(range(len(waits))):
+            height[index] += max((height[later] for later in needed_by[index]), default=0)
+        ready = [(-height[i], i) for i, w in enumerate(waits) if not w]
+        heapq.heapify(ready)
         pool = ThreadPoolExecutor(max_workers=self.concurrency)
+        running: dict[Future[StratumStats], int] = {}
         try:
-            running = {pool.submit(run, i): i for i, w in enumerate(waits) if not w}
-            while running:
+            while ready or running:
+                while ready and len(running) < self.concurrency:
+                    _, index = heapq.heappop(ready)
+                    running[pool.submit(run, index)] = index
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
                     index = running.pop(future)
@@ -351,17 +437,13 @@ class Database:
                     for later in needed_by[index]:
                         waits[later].discard(index)
                         if not waits[later]:
-                            running[pool.submit(run, later)] = later
+                            heapq.heappush(ready, (-height[later], later))
         except BaseException:
             # A failure or Ctrl-C: stop the statements still running rather than wait for them.
-            with lock:
-                for con in cursors:
-                    con.interrupt()
+            cursors.interrupt()
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-            for con in cursors:
-                con.close()
 
     def _stratum_dependencies(self) -> list[set[int]]:
         """For each stratum, the earlier strata whose relations its rules read."""
@@ -445,6 +527,7 @@ class Database:
 
         # One INSERT per relation and round: all rules of a round read the same snapshot, so
         # they can run as one statement, which costs far less than one statement per rule.
+        statements: list[tuple[str, list[tuple[int, str]], str]] = []
         for head, parts in selects.items():
             rel = self.program.relations[head]
             if len(parts) == 1:
@@ -465,12 +548,33 @@ class Database:
                 anti_join=sizes[head] > 0,  # the SELECT itself is duplicate-free
             )
             sql = sql.replace(CUR, str(round_no)).replace(PREV, str(round_no - 1))
+            statements.append((head, parts, sql))
+
+        def insert(head: str, parts: list[tuple[int, str]], sql: str, con: Connection) -> int:
             try:
-                added = self._execute_count(sql, con)
+                return self._execute_count(sql, con)
             except duckdb.Error as exc:
                 raise self._rule_failure(parts, round_no, exc, con) from exc
-            new[head] += added
-            sizes[head] += added
+
+        pool, cursors = self._round_pool, self._cursors
+        if pool is None or cursors is None or len(statements) < 2:
+            added = [insert(*statement, con) for statement in statements]
+        else:
+            # The relations of a recursive stratum: each statement reads only earlier rounds
+            # of the others, and writes its own table, so they can run side by side (the
+            # long chains of rounds of a few strata are the evaluation's critical path).
+            futures = [
+                pool.submit(lambda st: insert(*st, cursors.get()), statement)
+                for statement in statements[1:]
+            ]
+            try:
+                first = insert(*statements[0], con)
+            finally:
+                wait(futures)
+            added = [first] + [future.result() for future in futures]
+        for (head, _, _), count in zip(statements, added, strict=True):
+            new[head] += count
+            sizes[head] += count
         return new
 
     def _rule_failure(

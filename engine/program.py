@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .checks import check_program
-from .parser import parse_text
 from .plan import BodyPlan
 from .stratify import Stratum, stratify
 from .syntax import Fact, Relation, Rule
@@ -33,6 +31,10 @@ class Program:
 
 def parse_program(text: str, source: str = "<input>") -> Program:
     """Parse and check a Datalog program; raises DatalogError on the first problem."""
+    # Imported here: a program read back from its cache never needs lark.
+    from .checks import check_program
+    from .parser import parse_text
+
     parsed = parse_text(text, source)
     checked = check_program(parsed, source)
     strata = stratify(checked.relations, checked.rules, source)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checks import check_literals
 from .compile_sql import SqlCompiler
 from .errors import error_at
-from .parser import parse_query_text
 from .plan import Planner
 from .syntax import INTERNAL_VAR_PREFIX, Relation, Var, literal_vars
 
@@ -22,6 +20,10 @@ def compile_query(
     text: str, relations: dict[str, Relation], source: str = "<query>"
 ) -> CompiledQuery:
     """Parse, check and compile a query; raises DatalogError with positions inside `text`."""
+    # Imported here: the parser loads lark, which a run that only evaluates does not need.
+    from .checks import check_literals
+    from .parser import parse_query_text
+
     branches = parse_query_text(text, source)
     columns: list[str] = []
     first_seen: dict[str, Var] = {}

@@ -19,6 +19,8 @@ from .tree import parse
 
 # Below this much source, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 400_000
+# A file this many times the mean size is parsed before the others.
+LARGE_FILE_FACTOR = 4
 
 
 def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
@@ -39,6 +41,18 @@ def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
     if isinstance(result, Skipped):
         return relpath, result.reason
     return relpath, pack_facts(dict(result.rows), result.node_count, result.lines)
+
+
+def _work_order(todo: list[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
+    """The order the workers take the files in: the few large ones first (so the workers
+    finish together; their facts wait, compressed, for their turn), then the rest in the
+    order they are consumed, so the caller loads each file's facts while later files are
+    still being parsed rather than all of them once the workers are done."""
+    if not todo:
+        return todo
+    large = LARGE_FILE_FACTOR * sum(len(text) for _, text, _ in todo) / len(todo)
+    first = sorted((item for item in todo if len(item[1]) > large), key=lambda item: -len(item[1]))
+    return first + [item for item in todo if len(item[1]) <= large]
 
 
 def _die_with_parent() -> None:
@@ -75,9 +89,7 @@ class Extraction:
             else {}
         )
         todo = [(s.relpath, s.text, s.relpath in deep) for s in sources if s.relpath not in self._cached]
-        # Largest files first, so that the workers finish together; what comes back early
-        # waits (compressed) for its turn.
-        todo.sort(key=lambda item: len(item[1]), reverse=True)
+        todo = _work_order(todo)
         self._pool: ProcessPoolExecutor | None = None
         jobs = jobs or os.cpu_count() or 1
         if jobs > 1 and len(todo) > 1 and sum(len(t) for _, t, _ in todo) >= PARALLEL_MIN_BYTES:
@@ -87,7 +99,7 @@ class Extraction:
                 initializer=_die_with_parent,
             )
             self._results: Iterator[tuple[str, bytes | str]] = self._pool.map(
-                _extract_packed, todo, chunksize=4
+                _extract_packed, todo, chunksize=2
             )
         else:
             self._results = map(_extract_packed, todo)

@@ -10,10 +10,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from . import clear_cache, default_path, load
-from .diff import compare, load_any, report
-from .introspect import IntrospectionError
 from .model import GLYPHS, LEVEL_WORDS, LEVELS, REFRESH_COMMAND, STALE_AFTER_DAYS, Manifest
-from .refresh import RefreshError, refresh
 
 app = typer.Typer(
     help="The API-support manifest: look up an API, show its source and age, rebuild it "
@@ -131,6 +128,10 @@ def refresh_command(
     ] = Method.static,
 ) -> None:
     """Rebuild the manifest from the nvidia-cupynumeric wheel on PyPI (or --wheel)."""
+    # Imported here, as in `diff`: every cpq command loads this module, few rebuild manifests.
+    from .introspect import IntrospectionError
+    from .refresh import RefreshError, refresh
+
     if wheel is None:
         typer.echo(
             f"downloading nvidia-cupynumeric{'==' + version if version else ''} "
@@ -170,6 +171,8 @@ def diff(
     ] = False,
 ) -> None:
     """Compare this manifest with another (before/after an upgrade, or the upstream table)."""
+    from .diff import compare, load_any, report
+
     ours = _load(manifest)
     try:
         theirs = load_any(other)

@@ -549,6 +549,11 @@ fan(X, N) :- edge(X, _), N = count : { edge(X, _) }.
 unreachable(X, Y) :- edge(X, _), edge(_, Y), !path(X, Y).
 .decl summary(n: number)
 summary(N) :- N = count : { unreachable(_, _) }, big(_), fan(_, _), twice(_, _).
+.decl odd(x: number, y: number)
+.decl even(x: number, y: number)
+odd(X, Y) :- edge(X, Y).
+even(X, Z) :- odd(X, Y), edge(Y, Z).
+odd(X, Z) :- even(X, Y), edge(Y, Z).
 """
 
 
@@ -577,6 +582,25 @@ def test_strata_run_side_by_side_with_the_same_result_and_rounds() -> None:
         db.close()
     assert results[0] == results[1]
     assert results[0]["summary"] and results[0]["unreachable"]
+    # odd and even are one recursive stratum: each round's two statements ran side by side.
+    assert len({row[-2] for row in results[0]["even"]}) >= 3
+
+
+def test_a_failing_statement_of_a_round_stops_the_evaluation() -> None:
+    """The statements of one round run side by side: a failure in any of them is reported
+    on its rule."""
+    text = PARALLEL_STRATA + (
+        ".decl ping(x: number)\n.decl pong(x: number)\n"
+        "ping(X) :- edge(X, _).\npong(Y) :- ping(X), edge(X, Y).\n"
+        'ping(Y) :- pong(X), edge(X, Y), match("(", "x").\n'
+    )
+    db = Database(parse_program(text, source="test.dl"))
+    db.concurrency = 4
+    db.load("edge", [(1, 2), (2, 3)])
+    with pytest.raises(DatalogError) as info:
+        db.evaluate()
+    assert info.value.line == text.count("\n")
+    db.close()
 
 
 def test_a_failing_stratum_stops_a_concurrent_evaluation() -> None:
