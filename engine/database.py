@@ -145,8 +145,15 @@ class Database:
         self.concurrency = DEFAULT_CONCURRENCY
         self._round_pool: ThreadPoolExecutor | None = None
         self._cursors: _Cursors | None = None
-        self._create_tables()
-        self._insert_program_facts()
+        # One transaction: in a database file, each statement would otherwise be a commit.
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self._create_tables()
+            self._insert_program_facts()
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.close()
+            raise
 
     @staticmethod
     def _set_session(con: duckdb.DuckDBPyConnection) -> None:
