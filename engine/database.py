@@ -23,6 +23,7 @@ import heapq
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
@@ -96,6 +97,15 @@ class _RuleSql:
 
 
 Connection = duckdb.DuckDBPyConnection
+# Every Database not closed yet, so that a process about to exit can close them (see
+# close_all_databases).
+_OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
+
+
+def close_all_databases() -> None:
+    """Close the databases still open (a file is then complete, a spill folder removed)."""
+    for db in list(_OPEN):
+        db.close()
 
 
 class _Cursors:
@@ -136,6 +146,7 @@ class Database:
     def __init__(self, program: Program, path: str | Path | None = None) -> None:
         self.program = program
         self.con = duckdb.connect(":memory:" if path is None else str(path))
+        _OPEN.add(self)
         self._set_session(self.con)
         self._compiler = SqlCompiler(program.relations)
         self._compiled: list[list[_RuleSql]] | None = None
@@ -167,6 +178,7 @@ class Database:
         self = cls.__new__(cls)
         self.program = program
         self.con = duckdb.connect(str(path), read_only=read_only)
+        _OPEN.add(self)
         cls._set_session(self.con)
         self._compiler = SqlCompiler(program.relations)
         self._compiled = None
@@ -188,6 +200,7 @@ class Database:
 
     def close(self) -> None:
         self.con.close()
+        _OPEN.discard(self)
 
     # -- schema and loading ----------------------------------------------------------------
 

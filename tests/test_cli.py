@@ -122,3 +122,32 @@ def test_facts_table_and_souffle_export(tmp_path) -> None:
     assert any(line.split("\t")[2] == "numpy.zeros" for line in call_facts)
     assert (tmp_path / "facts" / "context_number.facts").exists()
     assert (tmp_path / "facts" / "api_support.facts").exists()
+
+
+def test_the_cpq_process_flushes_its_report_and_keeps_its_exit_status(tmp_path) -> None:
+    """`python -m cpq` leaves without the interpreter's teardown: the whole report still
+    reaches a pipe, and the exit status is the command's."""
+    import subprocess
+    import sys
+
+    example = str(EXAMPLES / "sync_in_loop.py")
+
+    def cpq(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cpq", *args], capture_output=True, text=True, timeout=120
+        )
+
+    done = cpq("assess", example, "--no-cache", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)  # complete: a truncated report would not parse
+    assert report["verdict"] == "LIGHT REFACTOR"
+    assert cpq("assess", example, "--no-cache", "--fail-on", "light").returncode == 1
+    missing = cpq("assess", str(tmp_path / "nope.py"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    # With the store: its files are complete, and the next run reuses them.
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.py").write_text((EXAMPLES / "sync_in_loop.py").read_text())
+    assert cpq("-q", "assess", str(tree)).returncode == 0
+    again = cpq("-v", "assess", str(tree))
+    assert again.returncode == 0 and "saved results reused" in again.stderr

@@ -314,6 +314,31 @@ def test_load_arrow_dedup_and_append(tmp_path) -> None:
             db.load("nope", [("a",)])
 
 
+def test_load_disjoint_appends_several_relations_in_one_call(tmp_path) -> None:
+    text = GRAPH + ".decl label(n: symbol, weight: number)\n"
+    with Database(parse_program(text), path=tmp_path / "db.duckdb") as db:
+        added = db.load_disjoint(
+            {
+                "edge": pa.table({"a": ["a", "b"], "b": ["b", "c"]}),
+                "label": pa.table({"n": ["a"], "w": pa.array([7], pa.int64())}),
+                "path": pa.table({"a": pa.array([], pa.string()), "b": pa.array([], pa.string())}),
+            }
+        )
+        assert added == 3
+        assert db.rows("label") == [("a", 7)]
+        assert db.con.execute('SELECT DISTINCT "_iter" FROM "edge"').fetchall() == [(0,)]
+        db.evaluate()
+        assert db.count("path") == 3
+        with pytest.raises(ValueError):  # wrong width
+            db.load_disjoint({"label": pa.table({"n": ["b"]})})
+        with pytest.raises(ValueError):  # NULL
+            db.load_disjoint({"label": pa.table({"n": [None], "w": [1]})})
+        with pytest.raises(ValueError):  # not a number
+            db.load_disjoint({"label": pa.table({"n": ["b"], "w": ["x"]})})
+        assert db.rows("label") == [("a", 7)]  # nothing of a failed call went in
+        assert not db.con.execute("SELECT * FROM duckdb_views() WHERE NOT internal").fetchall()
+
+
 # -- queries -----------------------------------------------------------------------------------
 
 
