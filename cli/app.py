@@ -376,7 +376,10 @@ def run() -> None:
         status = 1
     from ..engine.database import close_all_databases
 
-    close_all_databases()
+    try:
+        close_all_databases()
+    except Exception:  # a database that cannot close cleanly must not change the exit status
+        pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

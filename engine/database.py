@@ -105,7 +105,10 @@ _OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
 def close_all_databases() -> None:
     """Close the databases still open (a file is then complete, a spill folder removed)."""
     for db in list(_OPEN):
-        db.close()
+        try:
+            db.close()
+        except duckdb.Error:
+            _OPEN.discard(db)
 
 
 class _Cursors:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import struct
+import zlib
 from array import array
 from collections.abc import Callable
 from itertools import chain
@@ -49,8 +50,10 @@ def rows_to_columns(rows: dict[str, list[tuple]]) -> Columns:
 
 
 FACTS_SHA_BYTES = 20
-_SIZE = struct.Struct("<Q")  # the uncompressed size, which zstd's decompressor wants first
-_ZSTD = pa.Codec("zstd", compression_level=1)
+# After the hash: the codec (b"Z" zstd, b"D" zlib) and the uncompressed size, which zstd's
+# decompressor wants first.
+_HEADER = struct.Struct("<cQ")
+_ZSTD = pa.Codec("zstd", compression_level=1) if pa.Codec.is_available("zstd") else None
 _MAX_RATIO = 1000  # more than facts ever compress by: a larger size is a damaged header
 
 
@@ -73,7 +76,9 @@ def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> byt
             # Canonical bytes (marshal's output also depends on how objects are shared).
             sha.update(b"\1" + col if isinstance(col, bytes) else b"\2" + _joined(col))
     payload = marshal.dumps((columns, node_count, lines))
-    return sha.digest() + _SIZE.pack(len(payload)) + _ZSTD.compress(payload, asbytes=True)
+    if _ZSTD is None:  # a pyarrow built without zstd
+        return sha.digest() + _HEADER.pack(b"D", len(payload)) + zlib.compress(payload, 1)
+    return sha.digest() + _HEADER.pack(b"Z", len(payload)) + _ZSTD.compress(payload, asbytes=True)
 
 
 def _without_module_end(kinds: list, end_lines: bytes) -> bytes:
@@ -101,16 +106,23 @@ def facts_sha(packed: bytes) -> bytes:
 
 def unpack_facts(data: bytes) -> tuple[Columns, int, int]:
     """The inverse of `pack_facts`; ValueError when the data is not such a file's facts."""
-    header = FACTS_SHA_BYTES + _SIZE.size
+    header = FACTS_SHA_BYTES + _HEADER.size
     if len(data) < header:
         raise ValueError("not packed facts: too short")
-    (size,) = _SIZE.unpack_from(data, FACTS_SHA_BYTES)
+    codec, size = _HEADER.unpack_from(data, FACTS_SHA_BYTES)
     if size > _MAX_RATIO * (len(data) - header) + 4096:
         raise ValueError("not packed facts: bad size")
     try:
-        payload = _ZSTD.decompress(data[header:], decompressed_size=size, asbytes=True)
-    except (OSError, pa.ArrowException) as exc:
+        if codec == b"Z" and _ZSTD is not None:
+            payload = _ZSTD.decompress(data[header:], decompressed_size=size, asbytes=True)
+        elif codec == b"D":
+            payload = zlib.decompress(data[header:], bufsize=size)
+        else:
+            raise ValueError(f"codec {codec!r} not available")
+    except (OSError, zlib.error, pa.ArrowException) as exc:
         raise ValueError(f"not packed facts: {exc}") from None
+    if len(payload) != size:
+        raise ValueError("not packed facts: bad size")
     columns, node_count, lines = marshal.loads(payload)
     if not isinstance(columns, dict) or not isinstance(node_count, int) or not isinstance(lines, int):
         raise ValueError("not packed facts")

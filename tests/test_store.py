@@ -270,3 +270,34 @@ def test_when_the_previous_results_cannot_be_copied_the_store_gives_the_facts(
     fresh = assess(tree, ctx, use_cache=False)
     assert _key(edited) == _key(fresh) and edited.fact_count == fresh.fact_count
     assert edited.db.rows("node") == fresh.db.rows("node")
+
+
+def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch) -> None:
+    """A file's facts travel and are stored compressed: zstd, or zlib where pyarrow lacks it;
+    a damaged entry is a ValueError (the file is then extracted again), never a crash."""
+    import os
+
+    import cpq.facts.store as packing
+
+    rows = {"source_file": [("a.py", "a", 3)], "node": [(0, "module", 0, 1), (1, "call", 0, 2)]}
+    codecs = {}
+    for codec in ("zstd", "zlib"):
+        if codec == "zlib":
+            monkeypatch.setattr(packing, "_ZSTD", None)
+        packed = packing.pack_facts(rows, 2, 3)
+        codecs[codec] = packed[packing.FACTS_SHA_BYTES : packing.FACTS_SHA_BYTES + 1]
+        columns, node_count, lines = packing.unpack_facts(packed)
+        assert (node_count, lines) == (2, 3)
+        assert columns["node"][1] == ["module", "call"]
+        assert packing.facts_sha(packed) == packing.facts_sha(packing.pack_facts(rows, 2, 99))
+        header = packing.FACTS_SHA_BYTES + 9
+        for damaged in (
+            packed[:12],
+            packed[:-2],
+            packed[:header] + os.urandom(len(packed) - header),
+            packed[: packing.FACTS_SHA_BYTES] + b"?" + packed[packing.FACTS_SHA_BYTES + 1 :],
+            packed[: packing.FACTS_SHA_BYTES + 1] + b"\xff" * 8 + packed[header:],
+        ):
+            with pytest.raises(ValueError):
+                packing.unpack_facts(damaged)
+    assert codecs == {"zstd": b"Z", "zlib": b"D"}
