@@ -380,6 +380,8 @@ def run() -> None:
         close_all_databases()
     except Exception:  # a database that cannot close cleanly must not change the exit status
         pass
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(status)  # a profiler or coverage tool writes its results at the normal exit
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
