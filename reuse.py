@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from .engine import Database
 from .engine.compile_sql import quote
@@ -36,6 +35,8 @@ class FileLayout:
 
 
 def write_layout(db: Database, layout: dict[str, FileLayout]) -> None:
+    import pyarrow as pa
+
     files = list(layout)
     table = pa.table(
         {
@@ -100,6 +101,8 @@ def copy_facts(db: Database, path: Path, moves: dict[str, tuple[FileLayout, int]
     runs = segments(moves)
     if len(runs) > MAX_SEGMENTS:
         raise TooScattered(len(runs))
+    import pyarrow as pa
+
     files = pa.table({"file": pa.array(list(moves), type=pa.string())})
     target = str(path).replace("'", "''")
     db.con.execute(f"ATTACH '{target}' AS cpq_previous (READ_ONLY)")

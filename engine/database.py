@@ -27,11 +27,11 @@ import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
 from .compile_sql import (
     CUR,
@@ -52,12 +52,17 @@ from .stratify import Stratum, rule_edges
 from .syntax import Atom, Fact, Relation, Rule
 from .typesys import SQL_TYPES
 
-_ARROW_TYPES = {
-    "symbol": pa.string(),
-    "number": pa.int64(),
-    "unsigned": pa.uint64(),
-    "float": pa.float64(),
-}
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@cache
+def _arrow_types() -> dict[str, pa.DataType]:
+    # pyarrow is imported on first use: reading saved results never needs it.
+    import pyarrow as pa
+
+    return {"symbol": pa.string(), "number": pa.int64(), "unsigned": pa.uint64(), "float": pa.float64()}
+
 _LOAD_VIEW = "__cpq_load"
 ROUND_SPAN = 1 << 20  # rounds a stratum may use; stratum k's are k * ROUND_SPAN + 1, + 2, ...
 # Strata evaluated at once (each on its own connection); more than the cores gains nothing.
@@ -260,6 +265,8 @@ class Database:
         in the relation already (facts of files not loaded before): the batch is still made a
         set, but not compared with the table, which grows the cost of each load with its size.
         """
+        import pyarrow as pa
+
         rel = self._relation(relation)
         if isinstance(rows, pa.Table):
             table = rows
@@ -282,7 +289,7 @@ class Database:
                 return self._insert_unit(relation)
             try:
                 arrays = [
-                    pa.array(column, type=_ARROW_TYPES[base])
+                    pa.array(column, type=_arrow_types()[base])
                     for column, base in zip(zip(*rows, strict=True), rel.base_types, strict=True)
                 ]
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:

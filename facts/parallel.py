@@ -93,6 +93,8 @@ class Extraction:
         self._pool: ProcessPoolExecutor | None = None
         jobs = jobs or os.cpu_count() or 1
         if jobs > 1 and len(todo) > 1 and sum(len(t) for _, t, _ in todo) >= PARALLEL_MIN_BYTES:
+            # Imported once here rather than in each worker (the workers pack with its zstd).
+            import pyarrow  # noqa: F401
             self._pool = ProcessPoolExecutor(
                 max_workers=min(jobs, len(todo)),
                 mp_context=multiprocessing.get_context("fork"),

@@ -15,12 +15,17 @@ import struct
 import zlib
 from array import array
 from collections.abc import Callable
+from functools import cache
 from itertools import chain
-
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from .schema import INPUT_RELATIONS, NO_NODE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# NumPy and pyarrow are imported where they are used: a run that reuses saved results needs
+# neither, and importing them costs some 60 ms, a sixth of such a run.
 
 # A file's facts, by relation, column by column: a number column is the bytes of an int64
 # array (made in the worker, read here without a conversion per value), a symbol column a list.
@@ -28,7 +33,7 @@ Columns = dict[str, list]
 
 FLUSH_VALUES = 8_000_000  # values buffered before a batch goes to the sink
 SINK_GROUP_VALUES = 500_000  # relations handed over together up to this many values
-_INT = np.dtype(np.int64)
+_INT_SIZE = 8  # bytes of an int64
 
 
 def rows_to_columns(rows: dict[str, list[tuple]]) -> Columns:
@@ -53,7 +58,15 @@ FACTS_SHA_BYTES = 20
 # After the hash: the codec (b"Z" zstd, b"D" zlib) and the uncompressed size, which zstd's
 # decompressor wants first.
 _HEADER = struct.Struct("<cQ")
-_ZSTD = pa.Codec("zstd", compression_level=1) if pa.Codec.is_available("zstd") else None
+
+
+@cache
+def _zstd() -> Any:
+    """pyarrow's zstd codec at level 1, or None where pyarrow was built without zstd."""
+    import pyarrow as pa
+
+    return pa.Codec("zstd", compression_level=1) if pa.Codec.is_available("zstd") else None
+
 _MAX_RATIO = 1000  # more than facts ever compress by: a larger size is a damaged header
 
 
@@ -76,9 +89,10 @@ def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> byt
             # Canonical bytes (marshal's output also depends on how objects are shared).
             sha.update(b"\1" + col if isinstance(col, bytes) else b"\2" + _joined(col))
     payload = marshal.dumps((columns, node_count, lines))
-    if _ZSTD is None:  # a pyarrow built without zstd
+    zstd = _zstd()
+    if zstd is None:  # a pyarrow built without zstd
         return sha.digest() + _HEADER.pack(b"D", len(payload)) + zlib.compress(payload, 1)
-    return sha.digest() + _HEADER.pack(b"Z", len(payload)) + _ZSTD.compress(payload, asbytes=True)
+    return sha.digest() + _HEADER.pack(b"Z", len(payload)) + zstd.compress(payload, asbytes=True)
 
 
 def _without_module_end(kinds: list, end_lines: bytes) -> bytes:
@@ -112,14 +126,15 @@ def unpack_facts(data: bytes) -> tuple[Columns, int, int]:
     codec, size = _HEADER.unpack_from(data, FACTS_SHA_BYTES)
     if size > _MAX_RATIO * (len(data) - header) + 4096:
         raise ValueError("not packed facts: bad size")
+    zstd = _zstd() if codec == b"Z" else None
+    if codec != b"D" and zstd is None:
+        raise ValueError(f"not packed facts: codec {codec!r} not available")
     try:
-        if codec == b"Z" and _ZSTD is not None:
-            payload = _ZSTD.decompress(data[header:], decompressed_size=size, asbytes=True)
-        elif codec == b"D":
-            payload = zlib.decompress(data[header:], bufsize=size)
+        if zstd is not None:
+            payload = zstd.decompress(data[header:], decompressed_size=size, asbytes=True)
         else:
-            raise ValueError(f"codec {codec!r} not available")
-    except (OSError, zlib.error, pa.ArrowException) as exc:
+            payload = zlib.decompress(data[header:], bufsize=size)
+    except Exception as exc:  # zlib.error, or pyarrow's OSError / ArrowException
         raise ValueError(f"not packed facts: {exc}") from None
     if len(payload) != size:
         raise ValueError("not packed facts: bad size")
@@ -133,9 +148,9 @@ def unpack_facts(data: bytes) -> tuple[Columns, int, int]:
         sizes = set()
         for col_def, col in zip(defs, cols, strict=True):
             if col_def.type == "number":
-                if not isinstance(col, bytes) or len(col) % _INT.itemsize:
+                if not isinstance(col, bytes) or len(col) % _INT_SIZE:
                     raise ValueError(f"bad column in {rel!r}")
-                sizes.add(len(col) // _INT.itemsize)
+                sizes.add(len(col) // _INT_SIZE)
             else:
                 if not isinstance(col, list):
                     raise ValueError(f"bad column in {rel!r}")
@@ -146,7 +161,7 @@ def unpack_facts(data: bytes) -> tuple[Columns, int, int]:
 
 
 def _column_length(col: bytes | list) -> int:
-    return len(col) // _INT.itemsize if isinstance(col, bytes) else len(col)
+    return len(col) // _INT_SIZE if isinstance(col, bytes) else len(col)
 
 
 class FactSet:
@@ -197,6 +212,9 @@ class FactSet:
         return self._total
 
     def arrow_table(self, relation: str) -> pa.Table:
+        import numpy as np
+        import pyarrow as pa
+
         columns = INPUT_RELATIONS[relation]
         cols = self._cols.get(relation) or [[] for _ in columns]
         runs = self._runs.get(relation, [])
@@ -206,7 +224,7 @@ class FactSet:
             if col_def.type == "symbol":
                 arrays.append(pa.array(values, type=pa.string()))
                 continue
-            arr = np.frombuffer(b"".join(values), dtype=_INT)
+            arr = np.frombuffer(b"".join(values), dtype=np.int64)
             if col_def.is_node and arr.size:
                 if bases is None:
                     bases = np.repeat(

@@ -283,7 +283,7 @@ def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch
     codecs = {}
     for codec in ("zstd", "zlib"):
         if codec == "zlib":
-            monkeypatch.setattr(packing, "_ZSTD", None)
+            monkeypatch.setattr(packing, "_zstd", lambda: None)
         packed = packing.pack_facts(rows, 2, 3)
         codecs[codec] = packed[packing.FACTS_SHA_BYTES : packing.FACTS_SHA_BYTES + 1]
         columns, node_count, lines = packing.unpack_facts(packed)
@@ -301,3 +301,24 @@ def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch
             with pytest.raises(ValueError):
                 packing.unpack_facts(damaged)
     assert codecs == {"zstd": b"Z", "zlib": b"D"}
+
+
+def test_a_run_that_reuses_saved_results_imports_neither_numpy_nor_pyarrow(tree: Path) -> None:
+    """They are needed to load facts, not to read saved results (importing them is a sixth of
+    such a run)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from pathlib import Path; from cpq.assessment import assess; "
+        f"r = assess(Path({str(tree)!r}), use_cache=True); "
+        "print(r.reused_results, 'pyarrow' in sys.modules, 'numpy' in sys.modules)"
+    )
+
+    def run() -> str:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert run() == ["False", "True", "True"]  # cold: facts loaded through Arrow
+    assert run() == ["True", "False", "False"]
