@@ -360,8 +360,8 @@ def main() -> None:
 
 def run() -> None:
     """The `cpq` command: `main`, then an exit without the interpreter's teardown, which
-    costs a tenth of a second (a sixth of assessing one small file) and has nothing left to
-    do: by then the report is written, the store closed, and the databases are closed here."""
+    costs up to a tenth of a second (a sixth of assessing one small file) and has nothing left
+    to do: by then the report is written, the store closed, and the databases are closed here."""
     try:
         main()
         code: object = 0

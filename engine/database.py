@@ -14,7 +14,8 @@ Reading "earlier rounds only" is done by filtering on ``_iter`` (see compile_sql
 rather than by copying delta tables: tuples are appended round by round, so DuckDB's zone maps
 skip most row groups for the delta filter, and no bookkeeping tables have to be kept in sync.
 Each round runs one INSERT per relation (the union of its rules' SELECTs, anti-joined with the
-table); rules joining an empty relation are skipped without asking DuckDB.
+table); rules joining an empty relation are skipped without asking DuckDB.  Strata whose inputs
+are complete, and the INSERTs of one round, run side by side on their own connections.
 """
 
 from __future__ import annotations

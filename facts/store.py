@@ -58,6 +58,7 @@ FACTS_SHA_BYTES = 20
 # After the hash: the codec (b"Z" zstd, b"D" zlib) and the uncompressed size, which zstd's
 # decompressor wants first.
 _HEADER = struct.Struct("<cQ")
+_MAX_RATIO = 1000  # more than facts ever compress by: a larger size is a damaged header
 
 
 @cache
@@ -66,8 +67,6 @@ def _zstd() -> Any:
     import pyarrow as pa
 
     return pa.Codec("zstd", compression_level=1) if pa.Codec.is_available("zstd") else None
-
-_MAX_RATIO = 1000  # more than facts ever compress by: a larger size is a damaged header
 
 
 def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> bytes:
