@@ -566,13 +566,6 @@ def test_long_one_line_generated_file_is_handled_in_linear_time(tmp_path: Path) 
     assert report["files"]["assessed"] + len(report["files"]["skipped"]) == 2
 
 
-@pytest.mark.xfail(
-    sys.version_info < (3, 12),
-    strict=True,
-    reason="BUG (Python 3.11): folders nested ~1,000 deep raise RecursionError: facts/discover.py "
-    "iter_sources uses os.walk, which recurses on 3.11 (iterative only from 3.12). Fix: walk with "
-    "an explicit stack of os.scandir() iterators.",
-)
 def test_deeply_nested_folders_do_not_raise_recursion_error(tmp_path: Path) -> None:
     root = tmp_path / "tree"
     folder = root
