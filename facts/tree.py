@@ -128,6 +128,12 @@ def string_body(text: str) -> str:
     return text[start:end]
 
 
+def _chevron_print(kind: str, sg: SgNode) -> bool:
+    """`print >> f, x`: tree-sitter reads a Python 2 print statement, but it is valid Python 3
+    too (a tuple whose first item is `print >> f`), so it is not evidence of Python 2."""
+    return kind == "print_statement" and any(c.kind() == "chevron" for c in sg.children())
+
+
 def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> PNode:
     # Iterative, so a pathologically nested expression cannot exhaust the stack.
     rng = sg.range()
@@ -178,7 +184,7 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
                 continue
             if kind == "ERROR":
                 errors.append((line, end_line))
-            elif kind in _PYTHON2_KINDS:
+            elif kind in _PYTHON2_KINDS and not _chevron_print(kind, child):
                 python2.append(line)
             pchild = PNode(kind, line, end_line, True, child.text() if kind in text_kinds else None)
             out.append(pchild)

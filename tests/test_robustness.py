@@ -587,14 +587,6 @@ def test_deeply_nested_folders_do_not_raise_recursion_error(tmp_path: Path) -> N
     assert report["files"]["assessed"] + len(report["files"]["skipped"]) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `print >> sys.stderr, 'message'` is valid Python 3 (a tuple expression statement) "
-    "but tree-sitter reads it as a Python 2 print_statement and facts/tree.py _convert records "
-    "python2_line for every print_statement, so extract_source skips the whole file as 'Python 2 "
-    "syntax'. Fix: a print_statement whose first argument is a chevron (`>>`) is not Python 2 "
-    "evidence; extract it as the binop/tuple it is in Python 3.",
-)
 def test_print_chevron_is_valid_python3() -> None:
     import ast
 
@@ -723,14 +715,11 @@ def test_standard_library_corpus(stdlib_run) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="BUG: valid Python 3 skipped as a syntax error (2 stdlib files). test/test_print.py: "
-    '`print >> sys.stderr, "message"` is a valid Python 3 expression statement, but tree-sitter '
-    "reads it as a Python 2 print_statement and facts/tree.py counts print_statement as Python 2 "
-    "-> the file is skipped whole. test/test_compile.py: a parenthesised continuation dedented "
-    "below its block (`(bar.\\nbaz)` inside a method) makes tree-sitter wrap the whole class in one "
-    "ERROR node, partial recovery (per top-level statement) then keeps too little and skips the file. "
-    "Fix: a print_statement with a chevron is not Python 2 evidence; recover below the top level "
-    "(per method) rather than per top-level statement.",
+    reason="BUG: valid Python 3 skipped as a syntax error (1 stdlib file). test/test_compile.py: "
+    "a parenthesised continuation dedented below its block (`(bar.\\nbaz)` inside a method) makes "
+    "tree-sitter wrap the whole class in one ERROR node, partial recovery (per top-level statement) "
+    "then keeps too little and skips the file. Fix: recover below the top level (per method) "
+    "rather than per top-level statement.",
 )
 def test_standard_library_files_python_parses_are_never_skipped_as_syntax_errors(stdlib_run) -> None:
     import ast
