@@ -7,9 +7,10 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from .. import __version__
 from .options import (
@@ -24,8 +25,46 @@ from .options import (
     load_config,
 )
 
+# click's base exception class, wherever this typer version keeps click.
+_ClickException: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+)
+
+
+class _OneLineErrors(typer.core.TyperGroup):
+    """Errors click finds in the command line (an unknown option, a value of the wrong type)
+    as one line, `cpq: <message>` with exit status 2, like cpq's own usage errors, instead of a
+    usage line and a framed box."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: list[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            status = super().main(args, prog_name, complete_var, False, **extra)
+        except _ClickException as exc:
+            error: Any = exc
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `cpq` alone: the help, as asked
+                error.show()
+            else:
+                typer.echo(f"cpq: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        # Without standalone mode a command's exit status comes back as the return value.
+        sys.exit(status if isinstance(status, int) else 0)
+
+
 app = typer.Typer(
     name="cpq",
+    cls=_OneLineErrors,
     help=(
         "cuPyNumeric query: a Datalog code-query tool that answers, before a port, which NumPy "
         "code will scale on cuPyNumeric and what must change first. Static and read-only: it "

@@ -1215,16 +1215,26 @@ def test_option_values_of_the_wrong_type_exit_2(small_tree: Path, option, needle
     assert needle in proc.stderr, proc.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (minor): values typer/click reject (an int option given 'many', a choice given "
-    "'xml') print click's usage line plus a rich error box over 5+ lines, not the one-line "
-    "`cpq: ...` error of every other usage error. Fix: typer.Typer(pretty_exceptions_enable=False,"
-    " rich_markup_mode=None) and a click.UsageError handler in cli.app.main that prints "
-    "`cpq: <option>: <message>` and exits 2.",
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--gpus", "many"), "--gpus"),
+        (("--format", "xml"), "xml"),
+        (("--fail-on", "sometimes"), "--fail-on"),
+        (("--no-such-option",), "--no-such-option"),
+    ],
 )
-def test_option_values_of_the_wrong_type_are_one_line_errors(small_tree: Path) -> None:
-    assert_usage_error(invoke("assess", small_tree, "--no-cache", "--gpus", "many"), "--gpus")
+def test_option_values_of_the_wrong_type_are_one_line_errors(
+    small_tree: Path, args: tuple[str, ...], needle: str
+) -> None:
+    assert_usage_error(invoke("assess", small_tree, "--no-cache", *args), needle)
+
+
+def test_command_line_errors_are_one_line_in_the_real_process(small_tree: Path) -> None:
+    here = small_tree.parent
+    assert_usage_error(run_cpq("assess", small_tree, "--gpus", "many", cwd=here), "--gpus")
+    assert_usage_error(run_cpq("assess", cwd=here), "path")
+    assert_usage_error(run_cpq("frobnicate", cwd=here), "frobnicate")
 
 
 @pytest.mark.parametrize(
