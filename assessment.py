@@ -763,8 +763,8 @@ def _refresh_line_counts(path: Path, collected: Collected) -> None:
         rows = con.execute('SELECT file, lines FROM source_file WHERE "_iter" = 0').fetchall()
         for file, lines in rows:
             text = collected.sources.get(file)
-            if text is not None and line_count(text) != lines:
-                count = line_count(text)
+            count = line_count(text) if text is not None else lines
+            if count != lines:
                 con.execute(
                     'UPDATE source_file SET lines = ? WHERE file = ? AND "_iter" = 0', [count, file]
                 )

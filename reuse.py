@@ -19,7 +19,7 @@ import duckdb
 
 from .engine import Database
 from .engine.compile_sql import quote
-from .facts.schema import INPUT_RELATIONS
+from .facts.schema import INPUT_RELATIONS, NO_NODE
 
 LAYOUT_TABLE = "cpq_file_layout"
 # Facts the extractor writes per file (skipped_file is written afresh by every run).
@@ -129,7 +129,7 @@ def _copy_relation(db: Database, name: str, runs: list[tuple[int, int, int]]) ->
 
     def moved(ref: str) -> str:
         cases = " ".join(f"WHEN {ref} < {hi} THEN {ref} + {delta}" for _, hi, delta in runs)
-        return f"CASE WHEN {ref} = -1 THEN -1 {cases} END"
+        return f"CASE WHEN {ref} = {NO_NODE} THEN {NO_NODE} {cases} END"
 
     picked = [
         moved(f"r.{quote(col.name)}") if col.is_node else f"r.{quote(col.name)}" for col in columns

@@ -103,46 +103,41 @@ class FactStore:
         return {path: bytes(value) for path, value in rows}
 
     def alias(self, text_digest: str) -> str | None:
-        rows = self._read(
-            "SELECT facts_digest FROM results_alias WHERE text_digest = ?", [text_digest]
-        )
-        return str(rows[0][0]) if rows else None
+        return self._digest_of("results_alias", "text_digest", text_digest)
 
     def set_alias(self, text_digest: str, facts_digest: str) -> None:
-        self._transaction(
-            [
-                ("DELETE FROM results_alias WHERE text_digest = ?", [text_digest]),
-                (
-                    "INSERT INTO results_alias VALUES (?, ?, ?)",
-                    [text_digest, facts_digest, time.time()],
-                ),
-                # Only the newest few matter: a tree's text changes with every edit.
-                (
-                    "DELETE FROM results_alias WHERE text_digest NOT IN "
-                    "(SELECT text_digest FROM results_alias ORDER BY written DESC LIMIT 64)",
-                    [],
-                ),
-            ],
-            {},
-        )
+        # Only the newest few matter: a tree's text changes with every edit.
+        self._set_digest("results_alias", "text_digest", text_digest, facts_digest, keep=64)
 
     def latest_results(self, program_key: str) -> Path | None:
-        rows = self._read(
-            "SELECT facts_digest FROM latest_results WHERE program_key = ?", [program_key]
-        )
-        return self.fresh_results(str(rows[0][0])) if rows else None
+        digest = self._digest_of("latest_results", "program_key", program_key)
+        return self.fresh_results(digest) if digest is not None else None
+
+    def _digest_of(self, table: str, key_column: str, key: str) -> str | None:
+        rows = self._read(f"SELECT facts_digest FROM {table} WHERE {key_column} = ?", [key])
+        return str(rows[0][0]) if rows else None
 
     def set_latest_results(self, program_key: str, facts_digest: str) -> None:
-        self._transaction(
-            [
-                ("DELETE FROM latest_results WHERE program_key = ?", [program_key]),
+        self._set_digest("latest_results", "program_key", program_key, facts_digest)
+
+    def _set_digest(
+        self, table: str, key_column: str, key: str, facts_digest: str, keep: int | None = None
+    ) -> None:
+        """Point `key` at `facts_digest` in `table` (results_alias or latest_results); with
+        `keep`, only that many of the newest rows are kept."""
+        statements: list[tuple[str, list]] = [
+            (f"DELETE FROM {table} WHERE {key_column} = ?", [key]),
+            (f"INSERT INTO {table} VALUES (?, ?, ?)", [key, facts_digest, time.time()]),
+        ]
+        if keep is not None:
+            statements.append(
                 (
-                    "INSERT INTO latest_results VALUES (?, ?, ?)",
-                    [program_key, facts_digest, time.time()],
-                ),
-            ],
-            {},
-        )
+                    f"DELETE FROM {table} WHERE {key_column} NOT IN "
+                    f"(SELECT {key_column} FROM {table} ORDER BY written DESC LIMIT {keep})",
+                    [],
+                )
+            )
+        self._transaction(statements, {})
 
     def put(self, relpath: str, sha: str, data: bytes) -> None:
         self._pending.append((relpath, sha, data))

@@ -103,6 +103,12 @@ class _RuleSql:
 
 
 Connection = duckdb.DuckDBPyConnection
+
+
+def _unit_insert(rel: Relation) -> str:
+    """The INSERT that makes a 0-ary relation true (once)."""
+    return insert_new_tuples(rel, "SELECT 1", "0", "NULL", anti_join=True)
+
 # Every Database not closed yet, so that a process about to exit can close them (see
 # close_all_databases).
 _OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
@@ -244,8 +250,7 @@ class Database:
         for name, facts in by_relation.items():
             rel = self.program.relations[name]
             if rel.arity == 0:
-                select = "SELECT 1"
-                statements.append(insert_new_tuples(rel, select, "0", "NULL", anti_join=True))
+                statements.append(_unit_insert(rel))
                 continue
             for start in range(0, len(facts), 1000):
                 select = self._compiler.select_facts(name, facts[start : start + 1000])
@@ -255,16 +260,13 @@ class Database:
             self.con.execute(";\n".join(statements))  # one call: see _create_tables
 
     def _insert_unit(self, name: str) -> int:
-        rel = self.program.relations[name]
-        return self._execute_count(insert_new_tuples(rel, "SELECT 1", "0", "NULL", anti_join=True))
+        return self._execute_count(_unit_insert(self.program.relations[name]))
 
-    def load(self, relation: str, rows: Iterable[tuple] | pa.Table, *, disjoint: bool = False) -> int:
+    def load(self, relation: str, rows: Iterable[tuple] | pa.Table) -> int:
         """Append input tuples (as `_iter` 0); duplicates are dropped.  Returns how many were new.
 
         `rows` is a pyarrow Table (columns by position) or tuples; tuples are transposed into
-        Arrow arrays once, so DuckDB ingests them in bulk.  `disjoint` promises that no row is
-        in the relation already (facts of files not loaded before): the batch is still made a
-        set, but not compared with the table, which grows the cost of each load with its size.
+        Arrow arrays once, so DuckDB ingests them in bulk.
         """
         import pyarrow as pa
 
@@ -298,58 +300,54 @@ class Database:
             table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(rel.arity)])
         if rel.arity == 0:
             return self._insert_unit(relation)
-        if any(column.null_count for column in table.columns):
-            raise ValueError(f"cannot load NULL values into '{relation}'")
-        table = table.rename_columns([f"c{i}" for i in range(rel.arity)])
-        casts = ", ".join(
-            f"CAST(c{i} AS {SQL_TYPES[base]}) AS c{i}" for i, base in enumerate(rel.base_types)
-        )
-        select = f"SELECT {'' if disjoint else 'DISTINCT '}{casts} FROM {_LOAD_VIEW}"
-        anti_join = not disjoint and self.count(relation) > 0
-        self.con.register(_LOAD_VIEW, table)
+        sql = self._insert_from(relation, table, _LOAD_VIEW, disjoint=False)
         try:
-            return self._execute_count(
-                insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join)
-            )
+            return self._execute_count(sql)
         except duckdb.ConversionException as exc:
             raise ValueError(f"cannot load rows into '{relation}': {exc}") from exc
         finally:
             self.con.unregister(_LOAD_VIEW)
 
     def load_disjoint(self, tables: dict[str, pa.Table]) -> int:
-        """Append input tuples to several relations at once (as `_iter` 0), each batch
-        a set with no row in its relation already (see `load`'s `disjoint`): one call to
-        DuckDB instead of one per relation.  Returns how many tuples were added."""
+        """Append input tuples to several relations at once (as `_iter` 0), in one call to
+        DuckDB.  Each batch must be a set with no row in its relation already (the facts of
+        files not loaded before): it is then neither made a set nor compared with the table,
+        a comparison whose cost grows with the table.  Returns how many tuples were added."""
         statements: list[str] = []
-        names: list[str] = []
+        views: list[str] = []
         added = 0
         try:
             for relation, table in tables.items():
-                rel = self._relation(relation)
                 if table.num_rows == 0:
                     continue
-                if rel.arity == 0 or table.num_columns != rel.arity:
-                    raise ValueError(f"'{relation}' has {rel.arity} column(s), the table has "
-                                     f"{table.num_columns}")
-                if any(column.null_count for column in table.columns):
-                    raise ValueError(f"cannot load NULL values into '{relation}'")
-                view = f"{_LOAD_VIEW}_{len(names)}"
-                self.con.register(view, table.rename_columns([f"c{i}" for i in range(rel.arity)]))
-                names.append(view)
-                casts = ", ".join(
-                    f"CAST(c{i} AS {SQL_TYPES[base]}) AS c{i}" for i, base in enumerate(rel.base_types)
-                )
-                select = f"SELECT {casts} FROM {view}"
-                statements.append(insert_new_tuples(rel, select, "0", "NULL", anti_join=False))
+                view = f"{_LOAD_VIEW}_{len(views)}"
+                statements.append(self._insert_from(relation, table, view, disjoint=True))
+                views.append(view)
                 added += table.num_rows
             if statements:
                 self.con.execute(";\n".join(statements))
         except duckdb.ConversionException as exc:
             raise ValueError(f"cannot load rows: {exc}") from exc
         finally:
-            for view in names:
+            for view in views:
                 self.con.unregister(view)
         return added
+
+    def _insert_from(self, relation: str, table: pa.Table, view: str, *, disjoint: bool) -> str:
+        """Register `table` (checked against the relation) as `view`; the INSERT that appends
+        its rows as facts: a set of them, new ones only, unless the caller vouches for both."""
+        rel = self._relation(relation)
+        if rel.arity == 0 or table.num_columns != rel.arity:
+            raise ValueError(f"'{relation}' has {rel.arity} column(s), the table has {table.num_columns}")
+        if any(column.null_count for column in table.columns):
+            raise ValueError(f"cannot load NULL values into '{relation}'")
+        casts = ", ".join(
+            f"CAST(c{i} AS {SQL_TYPES[base]}) AS c{i}" for i, base in enumerate(rel.base_types)
+        )
+        select = f"SELECT {'' if disjoint else 'DISTINCT '}{casts} FROM {view}"
+        anti_join = not disjoint and self.count(relation) > 0
+        self.con.register(view, table.rename_columns([f"c{i}" for i in range(rel.arity)]))
+        return insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join)
 
     # -- evaluation ------------------------------------------------------------------------
 
