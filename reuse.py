@@ -19,6 +19,7 @@ import duckdb
 
 from .engine import Database
 from .engine.compile_sql import quote
+from .engine.list_params import unnest_select
 from .facts.schema import INPUT_RELATIONS, NO_NODE
 
 LAYOUT_TABLE = "cpq_file_layout"
@@ -35,23 +36,26 @@ class FileLayout:
 
 
 def write_layout(db: Database, layout: dict[str, FileLayout]) -> None:
-    import pyarrow as pa
-
     files = list(layout)
-    table = pa.table(
-        {
-            "file": pa.array(files, type=pa.string()),
-            "key": pa.array([layout[f].key for f in files], type=pa.string()),
-            "base": pa.array([layout[f].base for f in files], type=pa.int64()),
-            "nodes": pa.array([layout[f].nodes for f in files], type=pa.int64()),
-            "facts_sha": pa.array([layout[f].facts_sha for f in files], type=pa.binary()),
-        }
+    rows = unnest_select(
+        [
+            ("file", "VARCHAR"),
+            ("key", "VARCHAR"),
+            ("base", "BIGINT"),
+            ("nodes", "BIGINT"),
+            ("facts_sha", "BLOB"),
+        ]
     )
-    db.con.register("cpq_layout_rows", table)
-    try:
-        db.con.execute(f"CREATE OR REPLACE TABLE {LAYOUT_TABLE} AS SELECT * FROM cpq_layout_rows")
-    finally:
-        db.con.unregister("cpq_layout_rows")
+    db.con.execute(
+        f"CREATE OR REPLACE TABLE {LAYOUT_TABLE} AS {rows}",
+        [
+            files,
+            [layout[f].key for f in files],
+            [layout[f].base for f in files],
+            [layout[f].nodes for f in files],
+            [layout[f].facts_sha for f in files],
+        ],
+    )
 
 
 def read_layout(path: Path) -> dict[str, FileLayout] | None:
@@ -101,12 +105,12 @@ def copy_facts(db: Database, path: Path, moves: dict[str, tuple[FileLayout, int]
     runs = segments(moves)
     if len(runs) > MAX_SEGMENTS:
         raise TooScattered(len(runs))
-    import pyarrow as pa
-
-    files = pa.table({"file": pa.array(list(moves), type=pa.string())})
     target = str(path).replace("'", "''")
     db.con.execute(f"ATTACH '{target}' AS cpq_previous (READ_ONLY)")
-    db.con.register("cpq_moved_files", files)
+    db.con.execute(
+        "CREATE OR REPLACE TEMP TABLE cpq_moved_files AS SELECT CAST(unnest(?) AS VARCHAR) AS file",
+        [list(moves)],
+    )
     copied = 0
     try:
         db.con.execute("BEGIN TRANSACTION")  # all or nothing: the caller may load them instead
@@ -118,7 +122,7 @@ def copy_facts(db: Database, path: Path, moves: dict[str, tuple[FileLayout, int]
             db.con.execute("ROLLBACK")
             raise
     finally:
-        db.con.unregister("cpq_moved_files")
+        db.con.execute("DROP TABLE IF EXISTS temp.cpq_moved_files")
         db.con.execute("DETACH cpq_previous")
     return copied
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import duckdb
 
 from . import __version__
+from .engine.list_params import unnest_select
 from .facts.store import FACTS_SHA_BYTES
 
 CACHE_DIRNAME = ".cpq"
@@ -88,18 +89,12 @@ class FactStore:
     def _lookup(self, keys: list[tuple[str, str]], column: str) -> dict[str, bytes]:
         if not keys or self.broken:
             return {}
-        import pyarrow as pa
-
-        wanted = pa.table({"path": [p for p, _ in keys], "sha": [h for _, h in keys]})
-        self.con.register("wanted_files", wanted)
-        try:
-            rows = self._read(
-                f"SELECT f.path, f.{column} FROM file_facts f JOIN wanted_files w "
-                "ON f.path = w.path AND f.sha = w.sha WHERE f.stamp = ?",
-                [self.stamp],
-            )
-        finally:
-            self.con.unregister("wanted_files")
+        wanted = unnest_select([("path", "VARCHAR"), ("sha", "VARCHAR")])
+        rows = self._read(
+            f"SELECT f.path, f.{column} FROM file_facts f JOIN ({wanted}) w "
+            "ON f.path = w.path AND f.sha = w.sha WHERE f.stamp = ?",
+            [[p for p, _ in keys], [h for _, h in keys], self.stamp],
+        )
         return {path: bytes(value) for path, value in rows}
 
     def alias(self, text_digest: str) -> str | None:
@@ -137,7 +132,7 @@ class FactStore:
                     [],
                 )
             )
-        self._transaction(statements, {})
+        self._transaction(statements)
 
     def put(self, relpath: str, sha: str, data: bytes) -> None:
         self._pending.append((relpath, sha, data))
@@ -149,55 +144,51 @@ class FactStore:
         """Write the entries put so far (each replaces the file's previous entry)."""
         if not self._pending:
             return
-        import pyarrow as pa
-
-        batch = pa.table(
-            {
-                "path": [p for p, _, _ in self._pending],
-                "sha": [h for _, h, _ in self._pending],
-                "stamp": [self.stamp] * len(self._pending),
-                "data": pa.array([d for _, _, d in self._pending], type=pa.binary()),
-                "facts_sha": pa.array(
-                    [d[:FACTS_SHA_BYTES] for _, _, d in self._pending], type=pa.binary()
-                ),
-            }
+        paths = [p for p, _, _ in self._pending]
+        entries = unnest_select(
+            [
+                ("path", "VARCHAR"),
+                ("sha", "VARCHAR"),
+                ("stamp", "VARCHAR"),
+                ("data", "BLOB"),
+                ("facts_sha", "BLOB"),
+            ]
         )
         self._transaction(
             [
-                ("DELETE FROM file_facts WHERE path IN (SELECT path FROM pending_facts)", []),
+                ("DELETE FROM file_facts WHERE path IN (SELECT unnest(?))", [paths]),
                 (
-                    "INSERT INTO file_facts SELECT path, sha, stamp, data, facts_sha "
-                    "FROM pending_facts",
-                    [],
+                    f"INSERT INTO file_facts {entries}",
+                    [
+                        paths,
+                        [h for _, h, _ in self._pending],
+                        [self.stamp] * len(paths),
+                        [d for _, _, d in self._pending],
+                        [d[:FACTS_SHA_BYTES] for _, _, d in self._pending],
+                    ],
                 ),
-            ],
-            {"pending_facts": batch},
+            ]
         )
         self._pending.clear()
         self._pending_bytes = 0
 
     def flush(self, present: set[str]) -> None:
         """Write pending entries; forget files that are no longer in the tree."""
-        import pyarrow as pa
-
         self.write_pending()
         self._transaction(
             [
-                ("DELETE FROM file_facts WHERE path NOT IN (SELECT path FROM present_files)", []),
+                ("DELETE FROM file_facts WHERE path NOT IN (SELECT unnest(?))", [sorted(present)]),
                 ("DELETE FROM file_facts WHERE stamp <> ?", [self.stamp]),
-            ],
-            {"present_files": pa.table({"path": pa.array(sorted(present), type=pa.string())})},
+            ]
         )
 
-    def _transaction(self, statements: list[tuple[str, list]], views: dict[str, object]) -> None:
+    def _transaction(self, statements: list[tuple[str, list]]) -> None:
         """Run the statements all or none; a failure (a damaged file, a full disk) leaves the
         store alone for this run: it is a cache, the assessment goes on without it."""
         if self.broken:
             return
         con = self.con
         try:
-            for name, table in views.items():
-                con.register(name, table)
             con.execute("BEGIN TRANSACTION")
             try:
                 for sql, params in statements:
@@ -208,12 +199,6 @@ class FactStore:
                 raise
         except duckdb.Error:
             self.broken = True
-        finally:
-            for name in views:
-                try:
-                    con.unregister(name)
-                except duckdb.Error:
-                    pass
 
     def close(self) -> None:
         try:

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import heapq
 import os
+import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import duckdb
 
@@ -47,6 +48,7 @@ from .compile_sql import (
     versioned_table,
 )
 from .errors import DatalogError
+from .list_params import LIST_BATCH_VALUES, unnest_select, values_fit
 from .program import Program
 from .query import compile_query
 from .stratify import Stratum, rule_edges
@@ -64,7 +66,34 @@ def _arrow_types() -> dict[str, pa.DataType]:
 
     return {"symbol": pa.string(), "number": pa.int64(), "unsigned": pa.uint64(), "float": pa.float64()}
 
+
+def _is_arrow_table(value: object) -> TypeGuard[pa.Table]:
+    # Without pyarrow imported, nothing can be one of its tables.
+    pa = sys.modules.get("pyarrow")
+    return pa is not None and isinstance(value, pa.Table)
+
+
 _LOAD_VIEW = "__cpq_load"
+Columns = list[list]  # a relation's rows, one list of values per column
+
+
+def _check_types(relation: str, columns: Columns, base_types: Iterable[str]) -> None:
+    """Refuse a value of the wrong Python type (a float or a bool for a number, None), which
+    DuckDB or Arrow would otherwise convert (1.5 to 1, True to 1)."""
+    for column, base in zip(columns, base_types, strict=True):
+        if not values_fit(column, base):
+            raise ValueError(f"cannot load rows into '{relation}': a value is not a {base}")
+
+
+@dataclass(frozen=True, slots=True)
+class _LoadStatement:
+    """An INSERT of facts, with the list parameters or the Arrow view it reads."""
+
+    sql: str
+    params: list[list] | None = None
+    view: tuple[str, pa.Table] | None = None
+
+
 ROUND_SPAN = 1 << 20  # rounds a stratum may use; stratum k's are k * ROUND_SPAN + 1, + 2, ...
 # Strata evaluated at once (each on its own connection); more than the cores gains nothing.
 DEFAULT_CONCURRENCY = max(1, min(4, os.cpu_count() or 1))
@@ -265,13 +294,11 @@ class Database:
     def load(self, relation: str, rows: Iterable[tuple] | pa.Table) -> int:
         """Append input tuples (as `_iter` 0); duplicates are dropped.  Returns how many were new.
 
-        `rows` is a pyarrow Table (columns by position) or tuples; tuples are transposed into
-        Arrow arrays once, so DuckDB ingests them in bulk.
+        `rows` is a pyarrow Table (columns by position) or tuples; tuples go to DuckDB column
+        by column, as lists when they are few (see list_params) and as Arrow arrays otherwise.
         """
-        import pyarrow as pa
-
         rel = self._relation(relation)
-        if isinstance(rows, pa.Table):
+        if _is_arrow_table(rows):
             table = rows
             if table.num_columns != rel.arity:
                 raise ValueError(
@@ -279,63 +306,63 @@ class Database:
                 )
             if table.num_rows == 0:
                 return 0
-        else:
-            rows = rows if isinstance(rows, list | tuple) else list(rows)
-            if not rows:
-                return 0
-            widths = set(map(len, rows))
-            if widths != {rel.arity}:
-                raise ValueError(
-                    f"'{relation}' has {rel.arity} column(s); got rows of length {sorted(widths)}"
-                )
             if rel.arity == 0:
                 return self._insert_unit(relation)
-            try:
-                arrays = [
-                    pa.array(column, type=_arrow_types()[base])
-                    for column, base in zip(zip(*rows, strict=True), rel.base_types, strict=True)
-                ]
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-                raise ValueError(f"cannot load rows into '{relation}': {exc}") from exc
-            table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(rel.arity)])
+            return self._load_statements([self._insert_from(relation, table, _LOAD_VIEW, disjoint=False)])
+        rows = rows if isinstance(rows, list | tuple) else list(rows)
+        if not rows:
+            return 0
+        widths = set(map(len, rows))
+        if widths != {rel.arity}:
+            raise ValueError(
+                f"'{relation}' has {rel.arity} column(s); got rows of length {sorted(widths)}"
+            )
         if rel.arity == 0:
             return self._insert_unit(relation)
-        sql = self._insert_from(relation, table, _LOAD_VIEW, disjoint=False)
-        try:
-            return self._execute_count(sql)
-        except duckdb.ConversionException as exc:
-            raise ValueError(f"cannot load rows into '{relation}': {exc}") from exc
-        finally:
-            self.con.unregister(_LOAD_VIEW)
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        _check_types(relation, columns, rel.base_types)
+        if len(rows) * rel.arity <= LIST_BATCH_VALUES:
+            return self._load_statements([self._columns_insert(relation, columns, disjoint=False)])
+        import pyarrow as pa
 
-    def load_disjoint(self, tables: dict[str, pa.Table]) -> int:
-        """Append input tuples to several relations at once (as `_iter` 0), in one call to
-        DuckDB.  Each batch must be a set with no row in its relation already (the facts of
-        files not loaded before): it is then neither made a set nor compared with the table,
-        a comparison whose cost grows with the table.  Returns how many tuples were added."""
-        statements: list[str] = []
-        views: list[str] = []
-        added = 0
         try:
-            for relation, table in tables.items():
-                if table.num_rows == 0:
-                    continue
-                view = f"{_LOAD_VIEW}_{len(views)}"
-                statements.append(self._insert_from(relation, table, view, disjoint=True))
-                views.append(view)
-                added += table.num_rows
-            if statements:
-                self.con.execute(";\n".join(statements))
-        except duckdb.ConversionException as exc:
-            raise ValueError(f"cannot load rows: {exc}") from exc
-        finally:
-            for view in views:
-                self.con.unregister(view)
+            arrays = [
+                pa.array(column, type=_arrow_types()[base])
+                for column, base in zip(columns, rel.base_types, strict=True)
+            ]
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            raise ValueError(f"cannot load rows into '{relation}': {exc}") from exc
+        table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(rel.arity)])
+        return self._load_statements([self._insert_from(relation, table, _LOAD_VIEW, disjoint=False)])
+
+    def load_disjoint(self, tables: Mapping[str, pa.Table | Columns]) -> int:
+        """Append input tuples to several relations at once (as `_iter` 0), all or none.  A
+        batch is a pyarrow Table or a list per column (for few values: see list_params).  Each
+        must be a set with no row in its relation already (the facts of files not loaded
+        before): it is then neither made a set nor compared with the table, a comparison whose
+        cost grows with the table.  Returns how many tuples were added."""
+        statements: list[_LoadStatement] = []
+        added = 0
+        for relation, batch in tables.items():
+            if _is_arrow_table(batch):
+                rows = batch.num_rows
+                if rows:
+                    view = f"{_LOAD_VIEW}_{len(statements)}"
+                    statements.append(self._insert_from(relation, batch, view, disjoint=True))
+            else:
+                rows = len(batch[0]) if batch else 0
+                if rows:
+                    statements.append(self._columns_insert(relation, batch, disjoint=True))
+            added += rows
+        self._load_statements(statements)
         return added
 
-    def _insert_from(self, relation: str, table: pa.Table, view: str, *, disjoint: bool) -> str:
-        """Register `table` (checked against the relation) as `view`; the INSERT that appends
-        its rows as facts: a set of them, new ones only, unless the caller vouches for both."""
+    def _insert_from(
+        self, relation: str, table: pa.Table, view: str, *, disjoint: bool
+    ) -> _LoadStatement:
+        """The INSERT that appends the rows of `table` (checked against the relation) as facts,
+        read through the view `view`: a set of them, new ones only, unless the caller vouches
+        for both."""
         rel = self._relation(relation)
         if rel.arity == 0 or table.num_columns != rel.arity:
             raise ValueError(f"'{relation}' has {rel.arity} column(s), the table has {table.num_columns}")
@@ -346,8 +373,54 @@ class Database:
         )
         select = f"SELECT {'' if disjoint else 'DISTINCT '}{casts} FROM {view}"
         anti_join = not disjoint and self.count(relation) > 0
-        self.con.register(view, table.rename_columns([f"c{i}" for i in range(rel.arity)]))
-        return insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join)
+        sql = insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join)
+        return _LoadStatement(sql, view=(view, table.rename_columns([f"c{i}" for i in range(rel.arity)])))
+
+    def _columns_insert(self, relation: str, columns: Columns, *, disjoint: bool) -> _LoadStatement:
+        """As `_insert_from`, for rows given as one list per column (list parameters)."""
+        rel = self._relation(relation)
+        if rel.arity == 0 or len(columns) != rel.arity:
+            raise ValueError(f"'{relation}' has {rel.arity} column(s), the batch has {len(columns)}")
+        if len({len(column) for column in columns}) != 1:
+            raise ValueError(f"the columns given for '{relation}' differ in length")
+        _check_types(relation, columns, rel.base_types)
+        values = unnest_select([(f"c{i}", SQL_TYPES[base]) for i, base in enumerate(rel.base_types)])
+        select = values if disjoint else f"SELECT DISTINCT * FROM ({values})"
+        anti_join = not disjoint and self.count(relation) > 0
+        return _LoadStatement(
+            insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join), params=list(columns)
+        )
+
+    def _load_statements(self, statements: list[_LoadStatement]) -> int:
+        """Run loading INSERTs in one transaction; returns how many rows they added.  Those
+        without parameters go in one call (a call costs more than a small statement)."""
+        if not statements:
+            return 0
+        views = [st.view for st in statements if st.view is not None]
+        plain = [st.sql for st in statements if st.params is None]
+        added = 0
+        try:
+            for name, table in views:
+                self.con.register(name, table)
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                for st in statements:
+                    if st.params is not None:
+                        added += self._execute_count(st.sql, params=st.params)
+                if len(plain) == 1:
+                    added += self._execute_count(plain[0])
+                elif plain:
+                    self.con.execute(";\n".join(plain))
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+        except (duckdb.ConversionException, duckdb.InvalidInputException) as exc:
+            raise ValueError(f"cannot load rows: {exc}") from exc
+        finally:
+            for name, _ in views:
+                self.con.unregister(name)
+        return added
 
     # -- evaluation ------------------------------------------------------------------------
 
@@ -643,9 +716,11 @@ class Database:
         for name in heads:
             self.con.execute(f'DELETE FROM {quote(name)} WHERE "_iter" > 0')
 
-    def _execute_count(self, sql: str, con: duckdb.DuckDBPyConnection | None = None) -> int:
+    def _execute_count(
+        self, sql: str, con: duckdb.DuckDBPyConnection | None = None, params: list | None = None
+    ) -> int:
         con = self.con if con is None else con
-        rows = con.execute(sql).fetchall()  # fetch everything: DuckDB wants results finished
+        rows = con.execute(sql, params).fetchall()  # fetch everything: DuckDB wants results finished
         return int(rows[0][0]) if rows else 0
 
     # -- reading ---------------------------------------------------------------------------

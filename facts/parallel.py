@@ -10,6 +10,7 @@ import multiprocessing
 import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 
 from ..store import FactStore
 from . import Skipped, SourceText, extract_source, line_count
@@ -23,7 +24,7 @@ PARALLEL_MIN_BYTES = 400_000
 LARGE_FILE_FACTOR = 4
 
 
-def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
+def _extract_packed(item: tuple[str, str, bool], use_zstd: bool = True) -> tuple[str, bytes | str]:
     relpath, text, deep = item
     if not deep:
         # Parsed all the same: a file that Python would reject is reported, never counted.
@@ -32,7 +33,7 @@ def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
             return relpath, f"SyntaxError: invalid syntax at line {parsed.error_line}"
         lines = line_count(text)
         return relpath, pack_facts(
-            {"source_file": [(relpath, module_name_for(relpath), lines)]}, 0, lines
+            {"source_file": [(relpath, module_name_for(relpath), lines)]}, 0, lines, use_zstd=use_zstd
         )
     try:
         result = extract_source(SourceText(relpath, text))
@@ -40,7 +41,7 @@ def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
         return relpath, f"extractor failure: {exc.__class__.__name__}: {exc}"[:300]
     if isinstance(result, Skipped):
         return relpath, result.reason
-    return relpath, pack_facts(dict(result.rows), result.node_count, result.lines)
+    return relpath, pack_facts(dict(result.rows), result.node_count, result.lines, use_zstd=use_zstd)
 
 
 def _work_order(todo: list[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
@@ -92,7 +93,8 @@ class Extraction:
         todo = _work_order(todo)
         self._pool: ProcessPoolExecutor | None = None
         jobs = jobs or os.cpu_count() or 1
-        if jobs > 1 and len(todo) > 1 and sum(len(t) for _, t, _ in todo) >= PARALLEL_MIN_BYTES:
+        todo_bytes = sum(len(t) for _, t, _ in todo)
+        if jobs > 1 and len(todo) > 1 and todo_bytes >= PARALLEL_MIN_BYTES:
             # Imported once here rather than in each worker (the workers pack with its zstd).
             import pyarrow  # noqa: F401
             self._pool = ProcessPoolExecutor(
@@ -104,7 +106,9 @@ class Extraction:
                 _extract_packed, todo, chunksize=2
             )
         else:
-            self._results = map(_extract_packed, todo)
+            # A small tree, parsed here: zlib spares the import of pyarrow (for its zstd).
+            use_zstd = todo_bytes >= PARALLEL_MIN_BYTES
+            self._results = map(partial(_extract_packed, use_zstd=use_zstd), todo)
 
     def __iter__(self) -> Iterator[tuple[str, bytes | str]]:
         by_path = {s.relpath: s for s in self._sources}

@@ -33,6 +33,8 @@ Columns = dict[str, list]
 
 FLUSH_VALUES = 8_000_000  # values buffered before a batch goes to the sink
 SINK_GROUP_VALUES = 500_000  # relations handed over together up to this many values
+# A flush of at most this many values hands lists (see FactSet.value_columns), not Arrow tables.
+SMALL_FLUSH_VALUES = 20_000
 _INT_SIZE = 8  # bytes of an int64
 
 
@@ -69,10 +71,14 @@ def _zstd() -> Any:
     return pa.Codec("zstd", compression_level=1) if pa.Codec.is_available("zstd") else None
 
 
-def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> bytes:
+def pack_facts(
+    rows: dict[str, list[tuple]], node_count: int, lines: int, *, use_zstd: bool = True
+) -> bytes:
     """One file's facts, compact, and in the form the loader wants.  Compressed with zstd at
     level 1 (about 6x, as zlib's fastest level, at 2.5 times its speed, and 1.8 times its speed
-    to decompress): the store then writes and reads a sixth of the bytes.
+    to decompress): the store then writes and reads a sixth of the bytes.  Without `use_zstd`,
+    with zlib's fastest level: for a few small files, importing pyarrow (for its zstd) would
+    cost more than zstd saves.
 
     The first bytes are a hash of the facts without the file's line count (see `facts_sha`)."""
     columns = rows_to_columns(rows)
@@ -88,8 +94,8 @@ def pack_facts(rows: dict[str, list[tuple]], node_count: int, lines: int) -> byt
             # Canonical bytes (marshal's output also depends on how objects are shared).
             sha.update(b"\1" + col if isinstance(col, bytes) else b"\2" + _joined(col))
     payload = marshal.dumps((columns, node_count, lines))
-    zstd = _zstd()
-    if zstd is None:  # a pyarrow built without zstd
+    zstd = _zstd() if use_zstd else None
+    if zstd is None:  # or a pyarrow built without zstd
         return sha.digest() + _HEADER.pack(b"D", len(payload)) + zlib.compress(payload, 1)
     return sha.digest() + _HEADER.pack(b"Z", len(payload)) + zstd.compress(payload, asbytes=True)
 
@@ -164,7 +170,7 @@ def _column_length(col: bytes | list) -> int:
 
 
 class FactSet:
-    def __init__(self, sink: Callable[[dict[str, pa.Table]], int] | None = None) -> None:
+    def __init__(self, sink: Callable[[dict[str, pa.Table | list[list]]], int] | None = None) -> None:
         """`sink` (e.g. Database.load_disjoint) takes batches of whole relations."""
         self._cols: dict[str, list[list]] = {}  # per column: byte chunks (numbers) or values
         self._runs: dict[str, list[tuple[int, int]]] = {}  # (node id base, row count) per file
@@ -234,9 +240,31 @@ class FactSet:
             arrays.append(pa.array(arr, type=pa.int64()))
         return pa.Table.from_arrays(arrays, names=[c.name for c in columns])
 
+    def value_columns(self, relation: str) -> list[list]:
+        """A relation's facts as one list of values per column (ids shifted), as `arrow_table`
+        without pyarrow: for few facts, where importing it would cost more than it saves."""
+        columns = INPUT_RELATIONS[relation]
+        cols = self._cols.get(relation) or [[] for _ in columns]
+        runs = self._runs.get(relation, [])
+        out: list[list] = []
+        for col_def, values in zip(columns, cols, strict=True):
+            if col_def.type == "symbol":
+                out.append(list(values))
+                continue
+            numbers: list[int] = []
+            # One byte chunk per file, in the order of the runs.
+            for chunk, (base, _) in zip(values, runs, strict=True):
+                ids = array("q")
+                ids.frombytes(chunk)
+                if col_def.is_node and base:
+                    numbers.extend([v if v == NO_NODE else v + base for v in ids])
+                else:
+                    numbers.extend(ids)
+            out.append(numbers)
+        return out
+
     def rows(self, relation: str) -> list[tuple]:
-        table = self.arrow_table(relation)
-        return list(zip(*(c.to_pylist() for c in table.columns), strict=True)) if table.num_rows else []
+        return list(zip(*self.value_columns(relation), strict=True))
 
     def flush(self) -> None:
         """Hand every buffered relation to the sink and forget it."""
@@ -246,16 +274,20 @@ class FactSet:
         # a batch never repeats a row of an earlier one.  Small relations go together (one
         # call for many saves DuckDB's cost per statement), large ones alone (each Arrow copy
         # is freed before the next is made).
-        group: dict[str, pa.Table] = {}
-        values = 0
-        for relation in list(self._cols):
-            group[relation] = self.arrow_table(relation)
-            values += group[relation].num_rows * group[relation].num_columns
-            if values >= SINK_GROUP_VALUES:
+        if self._buffered <= SMALL_FLUSH_VALUES:
+            # Few facts: lists, for which pyarrow and NumPy need not even be imported.
+            self._kept += self._sink({relation: self.value_columns(relation) for relation in self._cols})
+        else:
+            group: dict[str, pa.Table | list[list]] = {}
+            values = 0
+            for relation in list(self._cols):
+                table = group[relation] = self.arrow_table(relation)
+                values += table.num_rows * table.num_columns
+                if values >= SINK_GROUP_VALUES:
+                    self._kept += self._sink(group)
+                    group, values = {}, 0
+            if group:
                 self._kept += self._sink(group)
-                group, values = {}, 0
-        if group:
-            self._kept += self._sink(group)
         self._total = self._kept
         self._cols.clear()
         self._runs.clear()

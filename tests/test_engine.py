@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpq.engine import Database, DatalogError, parse_program
+from cpq.engine import Database, DatalogError, list_params, parse_program
 
 GRAPH = """
 .decl edge(x: symbol, y: symbol)
@@ -516,6 +516,64 @@ def test_aggregates_match_python(rows: list[tuple[str, int]]) -> None:
     assert db.rows("lo") == sorted(
         (key, min(v for k, v in facts if k == key)) for key in {k for k, _ in facts}
     )
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [(True, "a", 1.0)],  # a bool is not a number
+        [(1.5, "a", 1.0)],  # nor a float (Arrow alone would truncate it)
+        [(1, 2, 1.0)],  # a number is not a symbol
+        [(None, "a", 1.0)],
+        [(1, None, 1.0)],
+        [(1, "a", "x")],  # nor a symbol a float
+        [(2**63, "a", 1.0)],  # beyond int64
+        [(1, "a", 1.0), (1, "a")],  # ragged
+    ],
+)
+def test_small_loads_reject_what_arrow_rejects(rows) -> None:
+    """Few rows go to DuckDB as lists, many through Arrow: the same values are refused."""
+    db = Database(parse_program(".decl n(x: number, s: symbol, f: float)"))
+    with pytest.raises(ValueError):
+        db.load("n", rows)
+    with pytest.raises(ValueError):
+        db.load("n", rows * 20_000)  # through Arrow
+    assert db.count("n") == 0
+
+
+def test_small_and_large_loads_store_the_same_tuples() -> None:
+    """Lists (few values) and Arrow (many) load the same values, duplicates dropped both ways."""
+    text = ".decl n(x: number, u: unsigned, s: symbol, f: float)"
+    rows = [(i - 50, i, f"s{i % 7}\u00e9\x00", i / 3) for i in range(100)] + [(2**63 - 1, 2**64 - 1, "", 1)]
+    small, large = Database(parse_program(text)), Database(parse_program(text))
+    assert list_params.LIST_BATCH_VALUES > 4 * len(rows * 2)
+    assert small.load("n", rows * 2) == len(rows)
+    assert large.load("n", rows * 100) == len(rows)
+    assert small.load("n", rows[:3]) == 0  # already there: compared with the table
+    assert small.rows("n") == large.rows("n") == sorted(
+        (x, u, s, float(f)) for x, u, s, f in rows
+    )
+    with pytest.raises(ValueError):
+        small.load("n", [(1, -1, "a", 0.0)])  # not unsigned
+
+
+def test_load_disjoint_takes_lists_and_tables_all_or_none(tmp_path) -> None:
+    text = GRAPH + ".decl label(n: symbol, weight: number)\n"
+    with Database(parse_program(text), path=tmp_path / "db.duckdb") as db:
+        added = db.load_disjoint(
+            {
+                "edge": [["a", "b"], ["b", "c"]],
+                "label": pa.table({"n": ["a"], "w": pa.array([7], pa.int64())}),
+            }
+        )
+        assert added == 3
+        assert db.rows("edge") == [("a", "b"), ("b", "c")]
+        with pytest.raises(ValueError):  # the second batch is refused: the first is not kept
+            db.load_disjoint({"edge": [["x"], ["y"]], "label": [["b"], ["not a number"]]})
+        with pytest.raises(ValueError):  # a list batch of the wrong width
+            db.load_disjoint({"label": [["b"]]})
+        assert db.rows("edge") == [("a", "b"), ("b", "c")]
+        assert db.rows("label") == [("a", 7)]
 
 
 def test_load_rejects_bad_values() -> None:
