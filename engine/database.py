@@ -184,12 +184,26 @@ class _Cursors:
             self._all.clear()
 
 
+def _connect(path: str | Path | None, block_size: int | None) -> Connection:
+    if path is None:
+        return duckdb.connect(":memory:")
+    if block_size is not None:
+        try:
+            return duckdb.connect(str(path), config={"default_block_size": str(block_size)})
+        except duckdb.Error:  # a DuckDB without the option (before 1.2): its own block size
+            pass
+    return duckdb.connect(str(path))
+
+
 class Database:
     """Tables for every relation of `program`, in memory (path=None) or in a DuckDB file."""
 
-    def __init__(self, program: Program, path: str | Path | None = None) -> None:
+    def __init__(
+        self, program: Program, path: str | Path | None = None, block_size: int | None = None
+    ) -> None:
+        """`block_size`: of a new database file, in bytes, where DuckDB lets it be chosen."""
         self.program = program
-        self.con = duckdb.connect(":memory:" if path is None else str(path))
+        self.con = _connect(path, block_size)
         _OPEN.add(self)
         self._set_session(self.con)
         self._compiler = SqlCompiler(program.relations)

@@ -322,3 +322,15 @@ def test_a_small_run_imports_neither_numpy_nor_pyarrow(tree: Path) -> None:
 
     assert run() == ["False", "False", "False"]  # cold: facts extracted, stored and loaded
     assert run() == ["True", "False", "False"]  # warm: saved results reused
+
+
+def test_a_small_trees_saved_results_take_little_room(tree: Path) -> None:
+    """DuckDB gives every table a block of its own: with its default 256 KiB blocks, the
+    results of these four files would take some 30 MB of the user's disk."""
+    result = assess(tree, use_cache=True)
+    assert result.findings
+    saved = list((tree / ".cpq").glob("results-*.duckdb"))
+    assert len(saved) == 1
+    assert saved[0].stat().st_size < 6_000_000
+    again = assess(tree, use_cache=True)
+    assert again.reused_results and again.findings == result.findings
