@@ -336,7 +336,8 @@ class Database:
         columns = [list(column) for column in zip(*rows, strict=True)]
         _check_types(relation, columns, rel.base_types)
         if len(rows) * rel.arity <= LIST_BATCH_VALUES:
-            return self._load_statements([self._columns_insert(relation, columns, disjoint=False)])
+            statement = self._columns_insert(relation, columns, disjoint=False, types_checked=True)
+            return self._load_statements([statement])
         import pyarrow as pa
 
         try:
@@ -364,7 +365,7 @@ class Database:
                     view = f"{_LOAD_VIEW}_{len(statements)}"
                     statements.append(self._insert_from(relation, batch, view, disjoint=True))
             else:
-                rows = len(batch[0]) if batch else 0
+                rows = max(map(len, batch), default=0)
                 if rows:
                     statements.append(self._columns_insert(relation, batch, disjoint=True))
             added += rows
@@ -390,14 +391,17 @@ class Database:
         sql = insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join)
         return _LoadStatement(sql, view=(view, table.rename_columns([f"c{i}" for i in range(rel.arity)])))
 
-    def _columns_insert(self, relation: str, columns: Columns, *, disjoint: bool) -> _LoadStatement:
+    def _columns_insert(
+        self, relation: str, columns: Columns, *, disjoint: bool, types_checked: bool = False
+    ) -> _LoadStatement:
         """As `_insert_from`, for rows given as one list per column (list parameters)."""
         rel = self._relation(relation)
         if rel.arity == 0 or len(columns) != rel.arity:
             raise ValueError(f"'{relation}' has {rel.arity} column(s), the batch has {len(columns)}")
         if len({len(column) for column in columns}) != 1:
             raise ValueError(f"the columns given for '{relation}' differ in length")
-        _check_types(relation, columns, rel.base_types)
+        if not types_checked:
+            _check_types(relation, columns, rel.base_types)
         values = unnest_select([(f"c{i}", SQL_TYPES[base]) for i, base in enumerate(rel.base_types)])
         select = values if disjoint else f"SELECT DISTINCT * FROM ({values})"
         anti_join = not disjoint and self.count(relation) > 0

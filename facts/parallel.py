@@ -106,7 +106,7 @@ class Extraction:
                 _extract_packed, todo, chunksize=2
             )
         else:
-            # A small tree, parsed here: zlib spares the import of pyarrow (for its zstd).
+            # Parsed here: for a small tree, zlib spares the import of pyarrow (for its zstd).
             use_zstd = todo_bytes >= PARALLEL_MIN_BYTES
             self._results = map(partial(_extract_packed, use_zstd=use_zstd), todo)
 

@@ -572,6 +572,8 @@ def test_load_disjoint_takes_lists_and_tables_all_or_none(tmp_path) -> None:
             db.load_disjoint({"edge": [["x"], ["y"]], "label": [["b"], ["not a number"]]})
         with pytest.raises(ValueError):  # a list batch of the wrong width
             db.load_disjoint({"label": [["b"]]})
+        with pytest.raises(ValueError):  # columns of different lengths
+            db.load_disjoint({"edge": [[], ["x"]]})
         assert db.rows("edge") == [("a", "b"), ("b", "c")]
         assert db.rows("label") == [("a", 7)]
 
