@@ -122,14 +122,17 @@ def dump_json(value: object, indent: int = 2, depth: int = 2) -> str:
     an indent runs in Python, a tenth of the speed on reports with thousands of findings)."""
     import json
 
+    # One encoder for every value: json.dumps with a non-default option builds one per call.
+    one_line = json.JSONEncoder(ensure_ascii=False).encode
+
     def encode(item: object, level: int) -> str:
         if level >= depth or not isinstance(item, dict | list) or not item:
-            return json.dumps(item, ensure_ascii=False)
+            return one_line(item)
         pad = " " * (indent * (level + 1))
         end = " " * (indent * level)
         if isinstance(item, dict):
             parts = [
-                f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {encode(v, level + 1)}"
+                f"{pad}{one_line(str(k))}: {encode(v, level + 1)}"
                 for k, v in item.items()
             ]
             return "{\n" + ",\n".join(parts) + "\n" + end + "}"
