@@ -21,6 +21,7 @@ are complete, and the INSERTs of one round, run side by side on their own connec
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import sys
 import threading
@@ -45,6 +46,7 @@ from .compile_sql import (
     insert_new_tuples,
     plain_table,
     quote,
+    sql_literal,
     versioned_table,
 )
 from .errors import DatalogError
@@ -52,7 +54,7 @@ from .list_params import LIST_BATCH_VALUES, unnest_select, values_fit
 from .program import Program
 from .query import compile_query
 from .stratify import Stratum, rule_edges
-from .syntax import Atom, Fact, Relation, Rule
+from .syntax import Atom, Const, Fact, Relation, Rule
 from .typesys import SQL_TYPES
 
 if TYPE_CHECKING:
@@ -137,6 +139,25 @@ Connection = duckdb.DuckDBPyConnection
 def _unit_insert(rel: Relation) -> str:
     """The INSERT that makes a 0-ary relation true (once)."""
     return insert_new_tuples(rel, "SELECT 1", "0", "NULL", anti_join=True)
+
+def _constant_rows(rel: Relation, facts: list[Fact]) -> list[tuple[str, ...]] | None:
+    """The distinct rows of ground facts whose every argument is a constant of its column's
+    type, as SQL literals; None when one is not (an expression, a conversion to try)."""
+    rows: dict[tuple[str, ...], None] = {}
+    for fact in facts:
+        row = []
+        for arg, base in zip(fact.atom.args, rel.base_types, strict=True):
+            if not isinstance(arg, Const) or arg.type != base:
+                return None
+            if base == "float":
+                value = float(arg.value)
+                if not math.isfinite(value):
+                    return None
+                arg = Const(value + 0.0, base)  # -0.0 is 0.0, as DISTINCT would have it
+            row.append(sql_literal(arg))
+        rows[tuple(row)] = None
+    return list(rows)
+
 
 # Every Database not closed yet, so that a process about to exit can close them (see
 # close_all_databases).
@@ -294,6 +315,14 @@ class Database:
             rel = self.program.relations[name]
             if rel.arity == 0:
                 statements.append(_unit_insert(rel))
+                continue
+            constants = _constant_rows(rel, facts)
+            if constants is not None:
+                # Plain values (all but a few programs' facts): set apart here, then one VALUES
+                # list, which DuckDB plans in half the time of a SELECT DISTINCT of casts.
+                columns = ", ".join([quote(name) for name in rel.column_names] + ['"_iter"', '"_rule"'])
+                values = ", ".join(f"({', '.join(row)}, 0, NULL)" for row in constants)
+                statements.append(f"INSERT INTO {quote(name)} ({columns}) VALUES {values}")
                 continue
             for start in range(0, len(facts), 1000):
                 select = self._compiler.select_facts(name, facts[start : start + 1000])

@@ -483,6 +483,25 @@ def test_numbers_strings_and_types() -> None:
     assert db.program.types == {"Id": "number", "Label": "symbol"}
 
 
+def test_program_facts_are_sets_whether_plain_or_computed() -> None:
+    """Plain constants go in as one VALUES list, computed facts through casts: either way
+    duplicates count once and a failed conversion makes no fact."""
+    text = """
+    .decl word(w: symbol, n: number)
+    word("a", 1). word("a", 1). word("it's", 2).
+    .decl weight(f: float)
+    weight(0.0). weight(-0.0). weight(1.5).
+    .decl computed(n: number)
+    computed(to_number("42")). computed(42). computed(to_number("x")).
+    """
+    db = run(text)
+    assert db.rows("word") == [("a", 1), ("it's", 2)]
+    assert db.rows("weight") == [(0.0,), (1.5,)]
+    assert db.rows("computed") == [(42,)]
+    for name in ("word", "weight", "computed"):
+        assert db.con.execute(f'SELECT DISTINCT "_iter", "_rule" FROM "{name}"').fetchall() == [(0, None)]
+
+
 def test_rule_index_of_first_derivation() -> None:
     text = """
     .decl a(x: number)
