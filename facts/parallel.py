@@ -6,10 +6,12 @@ between processes and to store in the cache as is).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from functools import partial
 
 from ..store import FactStore
@@ -24,7 +26,29 @@ PARALLEL_MIN_BYTES = 400_000
 LARGE_FILE_FACTOR = 4
 
 
+@contextmanager
+def _without_cyclic_gc() -> Iterator[None]:
+    """Extracting a file makes hundreds of thousands of short-lived objects (tree nodes, fact
+    tuples) that reference counting frees; their number alone sets off Python's cycle
+    collector, which then walks every object of the process again and again for nothing (a
+    fifth of the extraction time on NumPy).  It is off while a file is extracted, and the
+    few cycles the file left (if any) are collected at the end, from the youngest objects."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.collect(0)
+        if enabled:
+            gc.enable()
+
+
 def _extract_packed(item: tuple[str, str, bool], use_zstd: bool = True) -> tuple[str, bytes | str]:
+    with _without_cyclic_gc():
+        return _extract_one(item, use_zstd)
+
+
+def _extract_one(item: tuple[str, str, bool], use_zstd: bool) -> tuple[str, bytes | str]:
     relpath, text, deep = item
     if not deep:
         # Parsed all the same: a file that Python would reject is reported, never counted.
@@ -56,11 +80,13 @@ def _work_order(todo: list[tuple[str, str, bool]]) -> list[tuple[str, str, bool]
     return first + [item for item in todo if len(item[1]) <= large]
 
 
-def _die_with_parent() -> None:
-    """Workers take the default SIGTERM action (the parent handles it to shut the pool down)."""
+def _init_worker() -> None:
+    """Workers take the default SIGTERM action (the parent handles it to shut the pool down),
+    and leave the objects inherited from the parent out of every cycle collection."""
     import signal
 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    gc.freeze()
 
 
 def cache_key(source: SourceText, deep: bool) -> str:
@@ -100,7 +126,7 @@ class Extraction:
             self._pool = ProcessPoolExecutor(
                 max_workers=min(jobs, len(todo)),
                 mp_context=multiprocessing.get_context("fork"),
-                initializer=_die_with_parent,
+                initializer=_init_worker,
             )
             self._results: Iterator[tuple[str, bytes | str]] = self._pool.map(
                 _extract_packed, todo, chunksize=2

@@ -9,6 +9,7 @@ Bounded and reproducible for CI: `derandomize=True`, no deadline, a fixed number
 from __future__ import annotations
 
 import codecs
+import gc
 import shutil
 import tempfile
 from pathlib import Path
@@ -233,9 +234,12 @@ def check_extraction(source: SourceText) -> None:
         assert result.relpath == source.relpath and result.reason.strip()
     else:
         check_facts(result, source.relpath)
-    # The worker path (both depths) packs the same way the cache stores it.
+    # The worker path (both depths) packs the same way the cache stores it, and leaves the
+    # cycle collector as it found it (it is off while a file is extracted).
+    assert gc.isenabled()
     for deep in (True, False):
         relpath, packed = _extract_packed((source.relpath, source.text, deep))
+        assert gc.isenabled()
         assert relpath == source.relpath
         if isinstance(packed, bytes):
             columns, node_count, lines = unpack_facts(packed)
@@ -342,3 +346,18 @@ def test_assess_accounts_for_every_file_of_a_fuzzed_tree(
             assert _key(result) == _key(fresh)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_extraction_leaves_the_cycle_collector_as_it_found_it() -> None:
+    """The collector is off while a file is extracted: a caller that had it off keeps it off,
+    and the cycles a file leaves are collected at the end."""
+    text = "import numpy as np\nclass A:\n    def f(self):\n        return [np.ones(3) for _ in range(2)]\n"
+    gc.disable()
+    try:
+        _extract_packed(("a.py", text, True))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    _extract_packed(("a.py", text, True))
+    assert gc.isenabled()
+    assert gc.get_count()[0] < 100  # the file's objects were collected, not left to pile up
