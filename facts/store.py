@@ -16,7 +16,6 @@ import zlib
 from array import array
 from collections.abc import Callable
 from functools import cache
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from .schema import INPUT_RELATIONS, NO_NODE
@@ -45,14 +44,15 @@ def rows_to_columns(rows: dict[str, list[tuple]]) -> Columns:
             continue
         defs = INPUT_RELATIONS[rel]
         width = len(defs)
-        # Flattened, then sliced: C loops only (zip(*tuples) costs a call per value).
-        flat = list(chain.from_iterable(tuples))
-        if len(flat) != width * len(tuples):
-            raise ValueError(f"rows of '{rel}' must have {width} values")
-        out[rel] = [
-            array("q", flat[i::width]).tobytes() if d.type == "number" else flat[i::width]
-            for i, d in enumerate(defs)
-        ]
+        # Transposed by zip: twice as fast as flattening and slicing once the cycle collector
+        # is off (see facts.parallel), which it is whenever facts are packed.
+        try:
+            out[rel] = [
+                array("q", column).tobytes() if d.type == "number" else list(column)
+                for column, d in zip(zip(*tuples, strict=True), defs, strict=True)
+            ]
+        except ValueError:  # rows of another width, or of different widths
+            raise ValueError(f"rows of '{rel}' must have {width} values") from None
     return out
 
 
