@@ -82,8 +82,10 @@ class SqlCompiler:
 
     # -- statements ------------------------------------------------------------------------
 
-    def select_head(self, head: Atom, plan: BodyPlan, table_ref: TableRef = plain_table) -> str:
-        """SELECT DISTINCT of the head tuple as columns c0..cn-1 (typed as the relation)."""
+    def select_head(
+        self, head: Atom, plan: BodyPlan, table_ref: TableRef = plain_table, *, distinct: bool = True
+    ) -> str:
+        """SELECT (DISTINCT) of the head tuple as columns c0..cn-1 (typed as the relation)."""
         from_items, conds, env = self.body(plan, {}, table_ref)
         rel = self.relations[head.relation]
         cols: list[str] = []
@@ -96,7 +98,7 @@ class SqlCompiler:
             if nullable:
                 conds.append(f"{sql} IS NOT NULL")
             cols.append(f"{sql} AS c{i}")
-        return _select(cols or ["1 AS c_unit"], from_items, conds, distinct=True)
+        return _select(cols or ["1 AS c_unit"], from_items, conds, distinct=distinct)
 
     def select_facts(self, relation: str, facts: Sequence[Fact]) -> str:
         """Distinct tuples of ground facts of one relation, as columns c0..cn-1 (arity > 0)."""

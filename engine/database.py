@@ -126,6 +126,9 @@ class EvalStats:
 
 @dataclass(slots=True)
 class _RuleSql:
+    """A rule's SELECTs, which may yield a tuple more than once: the statement that runs
+    them makes the tuples distinct once for all its rules (see Database._run_round)."""
+
     rule: Rule
     positive: list[str]  # relations of the positive body atoms
     initial: str  # SELECT for the first round (all atoms read everything before the round)
@@ -484,7 +487,7 @@ class Database:
         compiler = self._compiler
         positive = sorted({atom.relation for atom in plan.atoms})
         if not stratum.recursive:
-            select = compiler.select_head(rule.head, plan, plain_table)
+            select = compiler.select_head(rule.head, plan, plain_table, distinct=False)
             return _RuleSql(rule, positive, select, [])
         own = set(stratum.relations)
 
@@ -495,7 +498,7 @@ class Database:
                 else quote(atom.relation)
             )
 
-        initial = compiler.select_head(rule.head, plan, initial_ref)
+        initial = compiler.select_head(rule.head, plan, initial_ref, distinct=False)
         recursive_atoms = [i for i, atom in enumerate(plan.atoms) if atom.relation in own]
         variants = []
         for k, delta_index in enumerate(recursive_atoms):
@@ -510,7 +513,10 @@ class Database:
                 return quote(atom.relation)
 
             variants.append(
-                (plan.atoms[delta_index].relation, compiler.select_head(rule.head, plan, ref))
+                (
+                    plan.atoms[delta_index].relation,
+                    compiler.select_head(rule.head, plan, ref, distinct=False),
+                )
             )
         return _RuleSql(rule, positive, initial, variants)
 
@@ -671,16 +677,18 @@ class Database:
                 live = [sql for rel, sql in rule_sql.variants if previous.get(rel, 0) > 0]
                 if not live:
                     continue
-                select = live[0] if len(live) == 1 else " UNION ".join(f"({p})" for p in live)
+                select = live[0] if len(live) == 1 else " UNION ALL ".join(f"({p})" for p in live)
             selects.setdefault(head, []).append((rule_sql.rule.index, select))
 
         # One INSERT per relation and round: all rules of a round read the same snapshot, so
         # they can run as one statement, which costs far less than one statement per rule.
+        # The rules' SELECTs may repeat a tuple: the statement makes them distinct once (a
+        # DISTINCT per rule would cost a hash aggregate each, a millisecond or two apiece).
         statements: list[tuple[str, list[tuple[int, str]], str]] = []
         for head, parts in selects.items():
             rel = self.program.relations[head]
             if len(parts) == 1:
-                rule_expr, select = str(parts[0][0]), parts[0][1]
+                rule_expr, select = str(parts[0][0]), f"SELECT DISTINCT * FROM ({parts[0][1]})"
             else:
                 cols = ", ".join([f"c{i}" for i in range(rel.arity)] or ["c_unit"])
                 union = " UNION ALL ".join(
@@ -798,5 +806,5 @@ class Database:
         for rule_sqls in self._compile():
             for rule_sql in rule_sqls:
                 if rule_sql.rule.index == rule_index:
-                    return rule_sql.initial
+                    return f"SELECT DISTINCT * FROM ({rule_sql.initial})"
         raise KeyError(f"no rule {rule_index}")
