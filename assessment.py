@@ -736,6 +736,8 @@ def _reuse_results(
     facts_digest = store.alias(digest)
     path = store.fresh_results(facts_digest) if facts_digest is not None else None
     if path is None:
+        if not store.has_results():
+            return None  # nothing saved to compare the facts with: no early extraction
         texts = [item for item in collected.found if isinstance(item, SourceText)]
         deep = collected.deep_files()
         shas = store.fact_shas([(s.relpath, cache_key(s, s.relpath in deep)) for s in texts])

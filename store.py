@@ -217,6 +217,10 @@ class FactStore:
         path = self.results_path(digest)
         return path if path.exists() else None
 
+    def has_results(self) -> bool:
+        """Whether any evaluated database is saved (a first run has none to reuse)."""
+        return any(self.directory.glob(f"{RESULTS_PREFIX}*.duckdb"))
+
     def prune_results(self) -> None:
         files = sorted(
             self.directory.glob(f"{RESULTS_PREFIX}*.duckdb"), key=lambda p: p.stat().st_mtime
