@@ -334,3 +334,24 @@ def test_a_small_trees_saved_results_take_little_room(tree: Path) -> None:
     assert saved[0].stat().st_size < 6_000_000
     again = assess(tree, use_cache=True)
     assert again.reused_results and again.findings == result.findings
+
+
+@pytest.mark.parametrize("size", [100, 300_000])
+def test_store_entries_round_trip_small_and_large_batches(tmp_path: Path, size: int) -> None:
+    """Few bytes of entries go to DuckDB as lists, many as Arrow: both read back whole."""
+    import os
+
+    store = open_store(tmp_path / ".cpq")
+    assert store is not None
+    entries = {f"f{i}.py": bytes(20) + os.urandom(size) for i in range(5)}
+    for path, data in entries.items():
+        store.put(path, f"sha-{path}", data)
+    store.write_pending()
+    store.put("f0.py", "sha-new", b"x" * 30)  # replaces the file's entry
+    store.flush(set(entries))
+    assert not store.broken
+    assert store.get_many([(p, f"sha-{p}") for p in entries if p != "f0.py"]) == {
+        p: d for p, d in entries.items() if p != "f0.py"
+    }
+    assert store.get_many([("f0.py", "sha-f0.py"), ("f0.py", "sha-new")]) == {"f0.py": b"x" * 30}
+    store.close()
