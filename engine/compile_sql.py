@@ -319,6 +319,19 @@ def _select(cols: list[str], from_items: list[str], conds: list[str], *, distinc
     return sql
 
 
+def _insert_into(relation: Relation) -> str:
+    """`INSERT INTO table (columns, _iter, _rule)`."""
+    target = [quote(name) for name in relation.column_names] + [ITER_COLUMN, RULE_COLUMN]
+    return f"INSERT INTO {quote(relation.name)} ({', '.join(target)})"
+
+
+def insert_facts(relation: Relation, rows: Sequence[Sequence[str]]) -> str:
+    """INSERT the given rows of SQL literals as facts (`_iter` 0); they must be distinct and
+    new to the table."""
+    values = ", ".join(f"({', '.join(row)}, 0, NULL)" for row in rows)
+    return f"{_insert_into(relation)} VALUES {values}"
+
+
 def insert_new_tuples(
     relation: Relation, select_sql: str, iter_sql: str, rule_sql: str, *, anti_join: bool
 ) -> str:
@@ -327,12 +340,8 @@ def insert_new_tuples(
     `select_sql` must already be duplicate-free; the anti-join keeps the table a set across
     statements (several rules, several rounds, several loads).
     """
-    target = [quote(name) for name in relation.column_names] + [ITER_COLUMN, RULE_COLUMN]
     picked = [f"s.c{i}" for i in range(relation.arity)] + [iter_sql, rule_sql]
-    sql = (
-        f"INSERT INTO {quote(relation.name)} ({', '.join(target)}) "
-        f"SELECT {', '.join(picked)} FROM ({select_sql}) AS s"
-    )
+    sql = f"{_insert_into(relation)} SELECT {', '.join(picked)} FROM ({select_sql}) AS s"
     if anti_join:
         match = " AND ".join(
             f"e.{quote(name)} = s.c{i}" for i, name in enumerate(relation.column_names)

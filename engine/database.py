@@ -43,6 +43,7 @@ from .compile_sql import (
     OLD,
     PREV,
     SqlCompiler,
+    insert_facts,
     insert_new_tuples,
     plain_table,
     quote,
@@ -77,6 +78,20 @@ def _is_arrow_table(value: object) -> TypeGuard[pa.Table]:
 
 _LOAD_VIEW = "__cpq_load"
 Columns = list[list]  # a relation's rows, one list of values per column
+
+
+def _arrow_table(relation: str, columns: Columns, base_types: Iterable[str]) -> pa.Table:
+    """Columns of checked values as an Arrow table (for batches too large for lists)."""
+    import pyarrow as pa
+
+    try:
+        arrays = [
+            pa.array(column, type=_arrow_types()[base])
+            for column, base in zip(columns, base_types, strict=True)
+        ]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        raise ValueError(f"cannot load rows into '{relation}': {exc}") from exc
+    return pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
 
 
 def _check_types(relation: str, columns: Columns, base_types: Iterable[str]) -> None:
@@ -323,9 +338,7 @@ class Database:
             if constants is not None:
                 # Plain values (all but a few programs' facts): set apart here, then one VALUES
                 # list, which DuckDB plans in half the time of a SELECT DISTINCT of casts.
-                columns = ", ".join([quote(name) for name in rel.column_names] + ['"_iter"', '"_rule"'])
-                values = ", ".join(f"({', '.join(row)}, 0, NULL)" for row in constants)
-                statements.append(f"INSERT INTO {quote(name)} ({columns}) VALUES {values}")
+                statements.append(insert_facts(rel, constants))
                 continue
             for start in range(0, len(facts), 1000):
                 select = self._compiler.select_facts(name, facts[start : start + 1000])
@@ -345,41 +358,32 @@ class Database:
         """
         rel = self._relation(relation)
         if _is_arrow_table(rows):
-            table = rows
-            if table.num_columns != rel.arity:
+            if rows.num_columns != rel.arity:
                 raise ValueError(
-                    f"'{relation}' has {rel.arity} column(s), the table has {table.num_columns}"
+                    f"'{relation}' has {rel.arity} column(s), the table has {rows.num_columns}"
                 )
-            if table.num_rows == 0:
+            if rows.num_rows == 0:
                 return 0
+            table = rows
+        else:
+            rows = rows if isinstance(rows, list | tuple) else list(rows)
+            if not rows:
+                return 0
+            widths = set(map(len, rows))
+            if widths != {rel.arity}:
+                raise ValueError(
+                    f"'{relation}' has {rel.arity} column(s); got rows of length {sorted(widths)}"
+                )
             if rel.arity == 0:
                 return self._insert_unit(relation)
-            return self._load_statements([self._insert_from(relation, table, _LOAD_VIEW, disjoint=False)])
-        rows = rows if isinstance(rows, list | tuple) else list(rows)
-        if not rows:
-            return 0
-        widths = set(map(len, rows))
-        if widths != {rel.arity}:
-            raise ValueError(
-                f"'{relation}' has {rel.arity} column(s); got rows of length {sorted(widths)}"
-            )
+            columns = [list(column) for column in zip(*rows, strict=True)]
+            _check_types(relation, columns, rel.base_types)
+            if len(rows) * rel.arity <= LIST_BATCH_VALUES:
+                statement = self._columns_insert(relation, columns, disjoint=False, types_checked=True)
+                return self._load_statements([statement])
+            table = _arrow_table(relation, columns, rel.base_types)
         if rel.arity == 0:
             return self._insert_unit(relation)
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        _check_types(relation, columns, rel.base_types)
-        if len(rows) * rel.arity <= LIST_BATCH_VALUES:
-            statement = self._columns_insert(relation, columns, disjoint=False, types_checked=True)
-            return self._load_statements([statement])
-        import pyarrow as pa
-
-        try:
-            arrays = [
-                pa.array(column, type=_arrow_types()[base])
-                for column, base in zip(columns, rel.base_types, strict=True)
-            ]
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-            raise ValueError(f"cannot load rows into '{relation}': {exc}") from exc
-        table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(rel.arity)])
         return self._load_statements([self._insert_from(relation, table, _LOAD_VIEW, disjoint=False)])
 
     def load_disjoint(self, tables: Mapping[str, pa.Table | Columns]) -> int:

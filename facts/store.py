@@ -18,6 +18,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from ..engine.list_params import LIST_BATCH_VALUES
 from .schema import INPUT_RELATIONS, NO_NODE
 
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ Columns = dict[str, list]
 
 FLUSH_VALUES = 8_000_000  # values buffered before a batch goes to the sink
 SINK_GROUP_VALUES = 500_000  # relations handed over together up to this many values
-# A flush of at most this many values hands lists (see FactSet.value_columns), not Arrow tables.
-SMALL_FLUSH_VALUES = 20_000
 _INT_SIZE = 8  # bytes of an int64
 
 
@@ -274,8 +273,9 @@ class FactSet:
         # a batch never repeats a row of an earlier one.  Small relations go together (one
         # call for many saves DuckDB's cost per statement), large ones alone (each Arrow copy
         # is freed before the next is made).
-        if self._buffered <= SMALL_FLUSH_VALUES:
-            # Few facts: lists, for which pyarrow and NumPy need not even be imported.
+        if self._buffered <= LIST_BATCH_VALUES:
+            # Few facts: lists (see list_params), for which pyarrow and NumPy need not even be
+            # imported.
             self._kept += self._sink({relation: self.value_columns(relation) for relation in self._cols})
         else:
             group: dict[str, pa.Table | list[list]] = {}
