@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 import math
 import os
+import shutil
 import sys
 import threading
 import time
@@ -286,6 +287,29 @@ class Database:
         self._round_pool = None
         self._cursors = None
         return self
+
+    @classmethod
+    def from_copy(cls, program: Program, template: str | Path, path: str | Path) -> Database:
+        """A new database file at `path`, a copy of `template`: a database file of this program
+        that holds its tables and its facts and was never evaluated.  Copying a file is several
+        times faster than creating some 200 tables (a few ms against 50)."""
+        shutil.copyfile(template, path)
+        db = cls.open(program, path, read_only=False)
+        try:
+            have = {
+                name
+                for (name,) in db.con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
+                ).fetchall()
+            }
+            if not have.issuperset(program.relations):
+                raise ValueError(f"{template}: not a database of this program")
+        except BaseException:
+            db.close()
+            Path(path).unlink(missing_ok=True)
+            raise
+        db._evaluated = False  # no derived tuple to clear
+        return db
 
     # -- context manager -------------------------------------------------------------------
 

@@ -715,3 +715,21 @@ def test_a_failing_stratum_stops_a_concurrent_evaluation() -> None:
     with pytest.raises(DatalogError) as info:
         db.evaluate()
     assert info.value.line == text.count("\n")  # the rule with the bad regular expression
+
+
+def test_a_database_copied_from_a_template_evaluates_like_a_new_one(tmp_path) -> None:
+    program = parse_program(
+        ".decl edge(a: number, b: number)\n.input edge\n.decl path(a: number, b: number)\n"
+        "path(A, B) :- edge(A, B).\npath(A, C) :- path(A, B), edge(B, C).\nedge(1, 2).\n"
+    )
+    template = tmp_path / "template.duckdb"
+    with Database(program, template):
+        pass
+    with Database.from_copy(program, template, tmp_path / "copy.duckdb") as db:
+        db.load("edge", [(2, 3)])
+        db.evaluate()
+        assert db.rows("path") == [(1, 2), (1, 3), (2, 3)]
+    other = parse_program(".decl other(a: number)\nother(1).\n")
+    with pytest.raises(ValueError):
+        Database.from_copy(other, template, tmp_path / "wrong.duckdb")
+    assert not (tmp_path / "wrong.duckdb").exists()

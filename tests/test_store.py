@@ -355,3 +355,48 @@ def test_store_entries_round_trip_small_and_large_batches(tmp_path: Path, size: 
     }
     assert store.get_many([("f0.py", "sha-f0.py"), ("f0.py", "sha-new")]) == {"f0.py": b"x" * 30}
     store.close()
+
+
+def test_a_small_trees_results_file_starts_as_a_copy_of_the_tables_template(
+    tree: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Creating some 200 tables is a tenth of a small run: the first run of a program keeps a
+    template beside the program cache, later ones copy it; a damaged template is replaced."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    uncached = assess(tree, use_cache=False)
+    first = assess(tree, use_cache=True)
+    templates = list((tmp_path / "cache" / "cpq").glob("tables-*.duckdb"))
+    assert len(templates) == 1
+    shutil.rmtree(tree / ".cpq")
+    copied = assess(tree, use_cache=True)
+    assert _key(uncached) == _key(first) == _key(copied) and not copied.reused_results
+    assert copied.verdict == uncached.verdict
+    templates[0].write_bytes(b"not a database" * 100)
+    shutil.rmtree(tree / ".cpq")
+    damaged = assess(tree, use_cache=True)
+    assert _key(damaged) == _key(uncached)
+    assert list((tmp_path / "cache" / "cpq").glob("tables-*")) == []  # removed, not trusted
+    shutil.rmtree(tree / ".cpq")
+    again = assess(tree, use_cache=True)  # the next new results file makes a new template
+    assert _key(again) == _key(uncached)
+    assert len(list((tmp_path / "cache" / "cpq").glob("tables-*.duckdb"))) == 1
+
+
+def test_the_program_cache_keeps_the_most_recently_used_entries(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    from cpq import assessment
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = tmp_path / "cpq"
+    folder.mkdir()
+    for age in range(12):
+        entry = folder / f"tables-{age:02d}.duckdb"
+        entry.write_bytes(b"x")
+        os.utime(entry, (1_000_000 - age, 1_000_000 - age))
+    (folder / "program-00.pickle").write_bytes(b"x")
+    assessment._mark_used(folder / "tables-11.duckdb")  # the oldest, used just now
+    assessment._prune_program_cache("tables-*.duckdb")
+    kept = sorted(p.name for p in folder.glob("tables-*.duckdb"))
+    assert kept == [f"tables-{age:02d}.duckdb" for age in (0, 1, 2, 3, 4, 5, 6, 11)]
+    assert (folder / "program-00.pickle").exists()
