@@ -561,8 +561,10 @@ class Database:
         compiled = self._compile()
         if self._evaluated:
             self._clear_derived()
+            self._sizes = self._count_all()
+        else:
+            self._sizes = self._row_counts()
         self._evaluated = True
-        self._sizes = self._count_all()
         strata = self.program.stratification
         stats: list[StratumStats | None] = [None] * len(strata)
         waits = [set(deps) for deps in self._stratum_dependencies()]
@@ -793,6 +795,21 @@ class Database:
         )
         counts = dict(self.con.execute(sql).fetchall())
         return {name: int(counts[i]) for i, name in enumerate(names)}
+
+    def _row_counts(self) -> dict[str, int]:
+        """Every table's size as DuckDB keeps it, one catalog query instead of ~200 counts (15 ms
+        of a one-file run).  Exact only while no row has been deleted, as before the first
+        evaluation: DuckDB counts deleted rows until a checkpoint vacuums them."""
+        sizes = dict(
+            self.con.execute(
+                "SELECT table_name, estimated_size FROM duckdb_tables() "
+                "WHERE database_name = current_database() AND schema_name = 'main'"
+            ).fetchall()
+        )
+        try:
+            return {name: int(sizes[name]) for name in self.program.relations}
+        except (KeyError, TypeError):  # a table made some other way: count them all
+            return self._count_all()
 
     def _clear_derived(self) -> None:
         heads = {rule.head.relation for rule in self.program.rules}

@@ -23,6 +23,7 @@ from .syntax import (
     Const,
     Constraint,
     Literal,
+    PickledByFields,
     Relation,
     Term,
     UnaryMinus,
@@ -45,7 +46,7 @@ from .typesys import (
 
 
 @dataclass(frozen=True, slots=True)
-class AtomArgFilter:
+class AtomArgFilter(PickledByFields):
     """A positive atom argument that is an expression: ``column = expr`` once expr is bound."""
 
     atom_index: int
@@ -57,7 +58,7 @@ Filter = Comparison | Constraint | Atom | BoolLit | AtomArgFilter
 
 
 @dataclass(slots=True)
-class AggregatePlan:
+class AggregatePlan(PickledByFields):
     aggregate: Aggregate
     correlated: list[str]  # variables bound outside and used inside
     body: BodyPlan
@@ -65,7 +66,7 @@ class AggregatePlan:
 
 
 @dataclass(slots=True)
-class BodyPlan:
+class BodyPlan(PickledByFields):
     atoms: list[Atom] = field(default_factory=list)  # positive atoms, in body order
     # `var := value` in a computable order; value is a term or a planned aggregate.
     assigns: list[tuple[str, Term | AggregatePlan]] = field(default_factory=list)

@@ -13,18 +13,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .errors import DatalogError, error_at
-from .syntax import Aggregate, Atom, Comparison, Constraint, Literal, Rule, Term
+from .syntax import Aggregate, Atom, Comparison, Constraint, Literal, PickledByFields, Rule, Term
 
 
 @dataclass(frozen=True, slots=True)
-class Stratum:
+class Stratum(PickledByFields):
     relations: list[str]
     rules: list[int]  # indices into Program.rules whose head is in this stratum
     recursive: bool  # the SCC depends on itself (possibly through several relations)
 
 
 @dataclass(frozen=True, slots=True)
-class _Edge:
+class _Edge(PickledByFields):
     head: str
     body: str
     negative: bool
@@ -170,8 +170,8 @@ def _path(
                 previous[nxt] = node
                 queue.append(nxt)
     path: list[str] = []
-    node: str | None = goal
-    while node is not None:
-        path.append(node)
-        node = previous.get(node)
+    step: str | None = goal
+    while step is not None:
+        path.append(step)
+        step = previous.get(step)
     return list(reversed(path))

@@ -733,3 +733,20 @@ def test_a_database_copied_from_a_template_evaluates_like_a_new_one(tmp_path) ->
     with pytest.raises(ValueError):
         Database.from_copy(other, template, tmp_path / "wrong.duckdb")
     assert not (tmp_path / "wrong.duckdb").exists()
+
+
+def test_evaluation_counts_are_exact_on_first_and_later_evaluations(tmp_path) -> None:
+    """The first evaluation takes table sizes from DuckDB's catalog (no row deleted yet); a
+    later one, after derived tuples were deleted, counts them."""
+    program = parse_program(
+        ".decl edge(a: number, b: number)\n.input edge\n.decl path(a: number, b: number)\n"
+        "path(A, B) :- edge(A, B).\npath(A, C) :- path(A, B), edge(B, C).\n"
+        ".decl lonely(a: number)\nlonely(A) :- edge(A, _), !path(_, A).\n"
+    )
+    for where in (None, tmp_path / "db.duckdb"):
+        with Database(program, where) as db:
+            db.load("edge", [(1, 2), (2, 3), (3, 4)])
+            for _ in range(2):
+                stats = db.evaluate()
+                assert stats.counts == {name: db.count(name) for name in program.relations}
+                assert stats.counts["path"] == 6 and stats.counts["lonely"] == 1
