@@ -46,7 +46,8 @@ SMALL_BLOCK_SIZE = 16 * 1024
 def _program_from_text(text: str, source: str) -> Program:
     """Parse and check rules.dl, reusing a pickled copy from an earlier run when the text matches
     (parsing ~400 rules costs more than the rest of a small assessment)."""
-    key = hashlib.sha256(f"{__version__}\0{source}\0{text}".encode()).hexdigest()[:24]
+    key = f"{__version__}\0{engine_stamp()}\0{source}\0{text}"
+    key = hashlib.sha256(key.encode()).hexdigest()[:24]
     cached = _program_cache_dir() / f"program-{key}.pickle"
     try:
         program = pickle.loads(cached.read_bytes())
@@ -65,6 +66,18 @@ def _program_from_text(text: str, source: str) -> Program:
     except OSError:
         pass
     return program
+
+
+@lru_cache(maxsize=1)
+def engine_stamp() -> str:
+    """Changes whenever the engine's code changes: a program parsed, or a database made, by
+    other code is not reused (keys add cpq's version beside it)."""
+    digest = hashlib.sha256()
+    engine = resources.files("cpq.engine")
+    for name in sorted(p.name for p in engine.iterdir() if p.name.endswith((".py", ".lark"))):
+        digest.update(name.encode())
+        digest.update(engine.joinpath(name).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _program_cache_dir() -> Path:
@@ -442,12 +455,13 @@ def collect_facts(root: Path, store: FactStore | None = None, jobs: int | None =
 
 
 def _evaluation_parts(context: Context, program_text: str, config: Config | None) -> list[str]:
-    """What evaluated results depend on besides the files: cpq, the extractor, the program,
-    the context, the manifest and the configuration."""
+    """What evaluated results depend on besides the files: cpq and its engine, the extractor,
+    the program, the context, the manifest and the configuration."""
     from .manifest import load
 
     return [
         __version__,
+        engine_stamp(),
         fact_store.extractor_stamp(),
         program_text,
         repr(context.facts()),
@@ -653,7 +667,8 @@ def _small_database_file(program: Program, path: Path) -> Database:
     import duckdb
 
     key = hashlib.sha256(
-        f"{__version__}\0{duckdb.__version__}\0{SMALL_BLOCK_SIZE}\0{program.text}".encode()
+        f"{__version__}\0{engine_stamp()}\0{duckdb.__version__}\0{SMALL_BLOCK_SIZE}\0"
+        f"{program.text}".encode()
     ).hexdigest()[:24]
     template = _program_cache_dir() / f"tables-{key}.duckdb"
     partial = template.with_suffix(f".{os.getpid()}.partial")
@@ -854,9 +869,11 @@ def _set_alias(store: FactStore, digest: str, facts_digest: str) -> None:
 
 
 def _program_key(program: Program) -> str:
-    """What the input tables of a results file depend on besides the files: cpq, the
-    extractor and the program's relations."""
-    return content_digest([__version__, fact_store.extractor_stamp(), program.text])
+    """What the input tables of a results file depend on besides the files: cpq and its
+    engine, the extractor and the program's relations."""
+    return content_digest(
+        [__version__, engine_stamp(), fact_store.extractor_stamp(), program.text]
+    )
 
 
 def _plan_copy(

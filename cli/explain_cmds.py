@@ -283,7 +283,7 @@ def query(
     if atoms is None or not atoms.strip():
         usage_error("give a query, e.g. cpq query 'finding(C, F, L, _)' PATH, or --relations")
     try:  # check the query before paying for the assessment
-        compile_query(atoms, program.relations, "query")
+        compile_query(atoms, program.relations, "query", program.inline)
     except DatalogError as exc:
         _query_error(atoms, exc, program)
     context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .errors import DatalogError, error_at
+from .inline import Expander, InlineRule, atoms_of
 from .parser import ParsedText, RelDecl
 from .plan import BodyPlan, Planner
 from .syntax import (
@@ -51,6 +52,7 @@ class CheckedProgram:
     rules: list[Rule] = field(default_factory=list)
     plans: list[BodyPlan] = field(default_factory=list)  # aligned with rules
     facts: list[Fact] = field(default_factory=list)
+    inline: dict[str, list[InlineRule]] = field(default_factory=dict)  # inline relation -> rules
 
 
 def check_program(parsed: ParsedText, source: str) -> CheckedProgram:
@@ -72,14 +74,24 @@ def check_program(parsed: ParsedText, source: str) -> CheckedProgram:
         else:
             rel.is_output = True
 
+    for rel in out.relations.values():
+        if rel.is_inline and (rel.is_input or rel.is_output):
+            kind = "an .input" if rel.is_input else "an .output"
+            raise error_at(rel, f"inline relation '{rel.name}' cannot be {kind} relation", source)
+    out.inline = {name: [] for name, rel in out.relations.items() if rel.is_inline}
+
     planner = Planner(out.relations, source)
-    for clause_index, clause in enumerate(parsed.clauses):
+    for clause in parsed.clauses:
         for head in clause.heads:
             check_atom(head, out.relations, source)
         for branch in clause.branches or []:
             check_literals(branch, out.relations, source)
         if clause.branches is None:
             for head in clause.heads:
+                if head.relation in out.inline:
+                    raise error_at(
+                        head, f"inline relation '{head.relation}' cannot have facts", source
+                    )
                 _check_fact(head, out.relations, source)
                 out.facts.append(Fact(head, clause.line, clause.column, clause.text))
             continue
@@ -92,19 +104,33 @@ def check_program(parsed: ParsedText, source: str) -> CheckedProgram:
                     "(facts are allowed)",
                     source,
                 )
+            if rel.is_inline:
+                for branch in clause.branches:
+                    planner.plan_rule(head, branch)  # checked where it is written
+                    out.inline[head.relation].append(InlineRule(head, branch))
+
+    expander = Expander(out.inline, source)
+    expander.check_acyclic()
+    for clause_index, clause in enumerate(parsed.clauses):
+        for head in clause.heads:
+            if clause.branches is None or head.relation in out.inline:
+                continue
             for branch in clause.branches:
-                plan = planner.plan_rule(head, branch)
-                rule = Rule(
-                    head=head,
-                    body=branch,
-                    line=clause.line,
-                    column=clause.column,
-                    text=clause.text,
-                    index=len(out.rules),
-                    clause=clause_index,
-                )
-                out.rules.append(rule)
-                out.plans.append(plan)
+                inlined = sorted({atom.relation for atom in atoms_of(branch)} & set(out.inline))
+                for body in expander.expand(branch) if inlined else [branch]:
+                    plan = planner.plan_rule(head, body)
+                    rule = Rule(
+                        head=head,
+                        body=body,
+                        line=clause.line,
+                        column=clause.column,
+                        text=clause.text,
+                        index=len(out.rules),
+                        clause=clause_index,
+                        inlined=tuple(inlined),
+                    )
+                    out.rules.append(rule)
+                    out.plans.append(plan)
     return out
 
 

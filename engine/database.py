@@ -840,7 +840,7 @@ class Database:
 
     def query(self, text: str, source: str = "<query>") -> tuple[list[str], list[tuple]]:
         """Run a rule body as a query; returns (variable names, distinct sorted rows)."""
-        compiled = compile_query(text, self.program.relations, source)
+        compiled = compile_query(text, self.program.relations, source, self.program.inline)
         rows = self.con.execute(compiled.sql).fetchall()
         if not compiled.columns:
             return [], [()] if rows else []

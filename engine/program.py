@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .inline import InlineRule
 from .plan import BodyPlan
 from .stratify import Stratum, stratify
 from .syntax import Fact, Relation, Rule
@@ -19,6 +20,8 @@ class Program:
     types: dict[str, str] = field(default_factory=dict)  # `.type` name -> base type
     stratification: list[Stratum] = field(default_factory=list)
     plans: list[BodyPlan] = field(default_factory=list, repr=False)  # one per rule
+    # The rules of `inline` relations, whose uses `rules` already have replaced (see inline.py).
+    inline: dict[str, list[InlineRule]] = field(default_factory=dict, repr=False)
 
     @property
     def strata(self) -> list[list[str]]:
@@ -47,4 +50,5 @@ def parse_program(text: str, source: str = "<input>") -> Program:
         types=checked.types,
         stratification=strata,
         plans=checked.plans,
+        inline=checked.inline,
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from .compile_sql import SqlCompiler
 from .errors import error_at
+from .inline import Definitions, Expander
 from .plan import Planner
 from .syntax import INTERNAL_VAR_PREFIX, Relation, Var, literal_vars
 
@@ -17,9 +18,13 @@ class CompiledQuery:
 
 
 def compile_query(
-    text: str, relations: dict[str, Relation], source: str = "<query>"
+    text: str,
+    relations: dict[str, Relation],
+    source: str = "<query>",
+    inline: Definitions | None = None,
 ) -> CompiledQuery:
-    """Parse, check and compile a query; raises DatalogError with positions inside `text`."""
+    """Parse, check and compile a query; raises DatalogError with positions inside `text`.
+    `inline`: the rules of the program's inline relations, which the query may use."""
     # Imported here: the parser loads lark, which a run that only evaluates does not need.
     from .checks import check_literals
     from .parser import parse_query_text
@@ -42,7 +47,7 @@ def compile_query(
     selects = []
     for branch in branches:
         check_literals(branch, relations, source)
-        names, plan = planner.plan_query(branch)
+        names, _ = planner.plan_query(branch)
         for name in columns:
             if name not in names:
                 raise error_at(
@@ -50,7 +55,11 @@ def compile_query(
                     f"variable '{name}' does not occur in every alternative of the query",
                     source,
                 )
-        selects.append(compiler.select_query(columns, plan))
+        bodies = Expander(inline, source).expand(branch) if inline else []
+        # No bodies: an inline relation without rules, whose (empty) table the branch reads.
+        for body in bodies or [branch]:
+            _, plan = planner.plan_query(body)
+            selects.append(compiler.select_query(columns, plan))
     sql = " UNION ".join(f"({select})" for select in selects) if len(selects) > 1 else selects[0]
     if columns:
         sql += " ORDER BY " + ", ".join(str(i + 1) for i in range(len(columns)))

@@ -192,6 +192,11 @@ class Relation(PickledByFields):
         return len(self.columns)
 
     @property
+    def is_inline(self) -> bool:
+        """Declared `inline`: never stored, its uses are replaced by its rules' bodies."""
+        return "inline" in self.qualifiers
+
+    @property
     def column_names(self) -> list[str]:
         return [name for name, _ in self.columns]
 
@@ -215,6 +220,7 @@ class Rule(PickledByFields):
     text: str  # the exact source text of the whole clause
     index: int  # position in Program.rules; stored in the `_rule` column of derived tuples
     clause: int = 0  # index of the source clause this rule comes from
+    inlined: tuple[str, ...] = ()  # inline relations of the clause, replaced in `body`
 
     def __str__(self) -> str:
         return f"{self.head} :- {', '.join(map(str, self.body))}."

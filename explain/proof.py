@@ -144,7 +144,14 @@ class Prover:
             self._proved[key] = node
             return node
         rule = self.program.rules[int(rule_index)]
-        node.rule = RuleRef(rule.index, rule.line, " ".join(rule.text.split()), self._rules_name)
+        text = " ".join(rule.text.split())
+        if rule.inlined:  # the body below joins what these relations stand for
+            text += "  (inline: " + ", ".join(
+                f"{name} at {self._rules_name}:{self.program.inline[name][0].head.line}"
+                for name in rule.inlined
+                if self.program.inline.get(name)
+            ) + ")"
+        node.rule = RuleRef(rule.index, rule.line, text, self._rules_name)
         if self.max_depth is not None and depth >= self.max_depth:
             node.truncated = True
             return node  # not remembered: a shallower reference may still expand it

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpq.engine import Database, DatalogError, list_params, parse_program
+from cpq.engine.syntax import Atom
 
 GRAPH = """
 .decl edge(x: symbol, y: symbol)
@@ -750,3 +751,71 @@ def test_evaluation_counts_are_exact_on_first_and_later_evaluations(tmp_path) ->
                 stats = db.evaluate()
                 assert stats.counts == {name: db.count(name) for name in program.relations}
                 assert stats.counts["path"] == 6 and stats.counts["lonely"] == 1
+
+
+INLINE_PROGRAM = """
+.decl edge(a: number, b: number)
+.input edge
+// Two steps, or one from node 7.
+.decl hop(a: number, b: number) inline
+hop(A, B) :- edge(A, X), edge(X, B).
+hop(A, B) :- edge(A, B), A = 7.
+.decl first(a: number, tag: symbol) inline
+first(A, "start") :- edge(A, _), !edge(_, A).
+.decl two(a: number, b: number)
+two(A, B) :- hop(A, B), A != B.
+.decl loops(a: number)
+loops(A) :- hop(A, A).
+.decl starts(a: number)
+starts(A) :- first(A, "start").
+.decl tagged(a: number, tag: symbol)
+tagged(A, T) :- first(A, T).
+"""
+
+
+def _inline_free(text: str) -> str:
+    """The same program with every `inline` relation stored."""
+    return text.replace(") inline\n", ")\n")
+
+
+def test_inline_relations_are_replaced_by_their_rules_and_give_the_same_results() -> None:
+    edges = [(1, 2), (2, 3), (3, 1), (7, 8), (9, 1)]
+    results = []
+    for text in (INLINE_PROGRAM, _inline_free(INLINE_PROGRAM)):
+        program = parse_program(text)
+        with Database(program) as db:
+            db.load("edge", edges)
+            db.evaluate()
+            results.append({name: db.rows(name) for name in ("two", "loops", "starts", "tagged")})
+            assert db.query("hop(X, Y), X < 3") == (["X", "Y"], [(1, 3), (2, 1)])
+            assert db.query('first(X, "start")') == (["X"], [(7,), (9,)])
+    assert results[0] == results[1]
+    assert results[0]["two"] == [(1, 3), (2, 1), (3, 2), (7, 8), (9, 2)]
+    program = parse_program(INLINE_PROGRAM)
+    assert not any(rule.head.relation in ("hop", "first") for rule in program.rules)
+    assert not any(
+        isinstance(lit, Atom) and lit.relation in ("hop", "first")
+        for rule in program.rules
+        for lit in rule.body
+    )
+    # hop has two rules: two(A, B) is two rules, each with the clause's text and line.
+    two = program.rules_for("two")
+    assert len(two) == 2 and {rule.line for rule in two} == {11}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (".decl e(a: number)\n.decl i(a: number) inline\ni(A) :- e(A).\n.decl r(a: number)\n"
+         "r(A) :- e(A), !i(A).\n", "cannot be negated"),
+        (".decl e(a: number)\n.decl i(a: number) inline\ni(A) :- e(A).\n.decl r(n: number)\n"
+         "r(N) :- N = count : { i(_) }.\n", "inside an aggregate"),
+        (".decl e(a: number)\n.decl i(a: number) inline\ni(A) :- e(A).\ni(A) :- i(A).\n",
+         "is recursive"),
+        (".decl i(a: number) inline\n.input i\n", "cannot be an .input"),
+        (".decl i(a: number) inline\ni(1).\n", "cannot have facts"),
+    ],
+)
+def test_inline_relations_outside_the_supported_subset_are_refused(text: str, message: str) -> None:
+    with pytest.raises(DatalogError, match=message):
+        parse_program(text)

@@ -359,3 +359,12 @@ def test_souffle_runs_rules_dl_on_exported_facts_with_the_same_findings(
     assert examples.db is not None
     cpq = {(c, f, str(ln), q) for c, f, ln, q in examples.db.rows("finding")}
     assert souffle == cpq
+
+
+def test_a_rule_that_reads_an_inline_relation_says_so_in_its_proof(examples: Assessment) -> None:
+    """`loc` is inline: the finding rule is shown as written, with where loc is defined, and
+    the node and scope tuples its substituted body matched."""
+    root = prove(examples, "finding", ("R104", "sync_in_loop.py", 12, "descend"))
+    text = render_text(root)
+    assert "loc(N, F, L, Q).  (inline: loc at rules.dl:" in text
+    assert "  node(n" in text and '  scope(n' in text

@@ -147,9 +147,25 @@ def r006_swap_pos(n, n_steps):
     return cur
 
 
+def r006_rotation_pos(n, n_steps):
+    a, b, c = np.zeros(n), np.ones(n), np.zeros(n)
+    for _ in range(n_steps):
+        a[:] = b + c
+        a, b, c = b, c, a  # expect: R006
+    return a
+
+
 def r006_neg(a: np.ndarray, b: np.ndarray):  # reject: R006
     c = np.add(a, b)
     return c
+
+
+def r006_neg_not_a_permutation(n, n_steps):  # reject: R006
+    cur, nxt, other = np.zeros(n), np.zeros(n), np.ones(n)
+    for _ in range(n_steps):
+        nxt[1:-1] = 0.5 * (cur[:-2] + cur[2:])
+        cur, nxt = nxt, other
+    return cur
 
 
 # -- R007 boolean-mask indexing ---------------------------------------------------------------

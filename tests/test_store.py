@@ -400,3 +400,15 @@ def test_the_program_cache_keeps_the_most_recently_used_entries(tmp_path: Path, 
     kept = sorted(p.name for p in folder.glob("tables-*.duckdb"))
     assert kept == [f"tables-{age:02d}.duckdb" for age in (0, 1, 2, 3, 4, 5, 6, 11)]
     assert (folder / "program-00.pickle").exists()
+
+
+def test_a_program_parsed_by_other_engine_code_is_parsed_again(tmp_path: Path, monkeypatch) -> None:
+    from cpq import assessment
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for stamp in ("engine-a", "engine-b", "engine-a"):
+        monkeypatch.setattr(assessment, "engine_stamp", lambda stamp=stamp: stamp)
+        assessment._program_from_text.cache_clear()
+        assessment.load_program()
+    assert len(list((tmp_path / "cpq").glob("program-*.pickle"))) == 2
+    assessment._program_from_text.cache_clear()
