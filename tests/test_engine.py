@@ -819,3 +819,17 @@ def test_inline_relations_are_replaced_by_their_rules_and_give_the_same_results(
 def test_inline_relations_outside_the_supported_subset_are_refused(text: str, message: str) -> None:
     with pytest.raises(DatalogError, match=message):
         parse_program(text)
+
+
+def test_a_pickled_program_loads_back_equal() -> None:
+    """The program cache pickles syntax nodes as constructor calls (see PickledByFields)."""
+    import pickle
+
+    from cpq.assessment import rules_text
+
+    program = parse_program(rules_text(), source="rules.dl")
+    again = pickle.loads(pickle.dumps(program))
+    assert again.rules == program.rules and again.plans == program.plans
+    assert again.relations == program.relations and again.facts == program.facts
+    assert again.stratification == program.stratification and again.inline == program.inline
+    assert [rule.inlined for rule in again.rules] == [rule.inlined for rule in program.rules]
