@@ -833,3 +833,59 @@ def test_a_pickled_program_loads_back_equal() -> None:
     assert again.relations == program.relations and again.facts == program.facts
     assert again.stratification == program.stratification and again.inline == program.inline
     assert [rule.inlined for rule in again.rules] == [rule.inlined for rule in program.rules]
+
+
+# -- inline relations: the same results as storing them, on random programs ------------------
+
+_HEAD_TERMS = ["A", "B", "A", "1"]
+_BODY_TERMS = ["A", "B", "C", "_", "2"]
+_USE_TERMS = ["X", "Y", "_", "0", "X"]
+
+
+def _inline_case(draw) -> tuple[str, list[tuple[int, int]]]:  # type: ignore[no-untyped-def]
+    from hypothesis import strategies as st
+
+    rules = []
+    for _ in range(draw(st.integers(1, 2))):
+        head = [draw(st.sampled_from(_HEAD_TERMS)) for _ in range(2)]
+        body = [
+            f"e({draw(st.sampled_from(_BODY_TERMS))}, {draw(st.sampled_from(_BODY_TERMS))})"
+            for _ in range(draw(st.integers(1, 2)))
+        ]
+        body += [f"e({v}, _)" for v in sorted({t for t in head if t.isalpha()})]  # range-restricted
+        if draw(st.booleans()):
+            body.append("A != 3")  # A always occurs: the check may be vacuous but stays safe
+            body.append("e(A, _)")
+        rules.append(f"i({', '.join(head)}) :- {', '.join(body)}.")
+    use = [draw(st.sampled_from(_USE_TERMS)) for _ in range(2)]
+    text = (
+        ".decl e(a: number, b: number)\n.input e\n.decl i(a: number, b: number) inline\n"
+        + "\n".join(rules)
+        + f"\n.decl r(x: number, y: number)\nr(X, Y) :- i({use[0]}, {use[1]}), e(X, Y).\n"
+    )
+    edges = draw(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=8))
+    return text, edges
+
+
+def test_inline_expansion_matches_storing_the_relation_on_random_programs() -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.composite(_inline_case)())
+    def check(case: tuple[str, list[tuple[int, int]]]) -> None:
+        text, edges = case
+        results = []
+        for program_text in (text, _inline_free(text)):
+            with Database(parse_program(program_text)) as db:
+                db.load("e", edges)
+                db.evaluate()
+                results.append((db.rows("r"), db.query("i(P, Q)")[1]))
+        stored = results[1]
+        assert results[0][0] == stored[0], text
+        with Database(parse_program(_inline_free(text))) as db:
+            db.load("e", edges)
+            db.evaluate()
+            assert results[0][1] == db.rows("i"), text
+
+    check()
