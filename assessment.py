@@ -519,9 +519,32 @@ def assess(
     config: Config | None = None,
     max_file_size: int = DEFAULT_MAX_FILE_SIZE,
     show_progress: bool = False,
+    keep_database: bool = True,
 ) -> Assessment:
-    """Assess a file or tree. With `use_cache`, facts and results are kept in `.cpq/`."""
+    """Assess a file or tree. With `use_cache`, facts and results are kept in `.cpq/`.
+
+    `keep_database=False`: the caller needs the findings, gates and verdict only, so results
+    just saved to the store are not opened again (`result.db` is then None)."""
     from .suppress import match_suppressions, suppressions_by_file
+
+    def read_back(db: Database) -> None:
+        result.files, result.skipped = collected.files, collected.skipped
+        result.sources, result.lines = collected.sources, collected.lines
+        result.fact_count = (
+            collected.facts.count() + copied if collected.extracted else _fact_count(db)
+        )
+        result.cache_hits = collected.cache_hits
+        result.notebooks = collected.notebooks
+        result.partial = db.rows("partial_file")
+        result.findings = read_findings(db, result)
+        keys = [(f.code, f.file, f.line) for f in result.findings]
+        _, result.unused_suppressions = match_suppressions(keys, suppressions)
+        result.suppressions = suppressions
+        result.audit_notes = [
+            AuditNote(kind, file, line, func, result.source_line(file, line))
+            for kind, file, line, func in db.rows("audit_note")
+        ]
+        result.decision = read_decision(db)
 
     started = time.perf_counter()
     context = context or Context()
@@ -544,6 +567,7 @@ def assess(
             result.reparsed = len(collected.extracted_first)
             _summarise_from_db(collected, db)
             t1 = t2 = t3 = time.perf_counter()
+            read_back(db)
         else:
             # With a store, the evaluation happens in the results file itself, so keeping the
             # results costs no copy, and DuckDB may move data to disk under its memory limit.
@@ -568,6 +592,8 @@ def assess(
             t2 = time.perf_counter()
             db.evaluate()
             t3 = time.perf_counter()
+            # Read while the evaluated database is open and in memory, before it is saved.
+            read_back(db)
             if store is not None and partial is not None:
                 from .reuse import write_layout
 
@@ -577,33 +603,20 @@ def assess(
                     write_layout(db, collected.layout)
                 except Exception:  # only the next run's shortcut is lost
                     pass
-                db = _keep_results(db, program, store, partial, facts_digest)
+                kept = _keep_results(db, program, store, partial, facts_digest, keep_database)
                 _set_alias(store, digest, facts_digest)
                 try:
                     store.set_latest_results(program_key, facts_digest)
                 except Exception:
                     pass
-        result.files, result.skipped = collected.files, collected.skipped
-        result.sources, result.lines = collected.sources, collected.lines
-        result.fact_count = (
-            collected.facts.count() + copied if collected.extracted else _fact_count(db)
-        )
-        result.cache_hits = collected.cache_hits
-        result.notebooks = collected.notebooks
+                result.db = kept
+            else:
+                result.db = db
     finally:
         if store is not None:
             store.close()
-    result.db = db
-    result.partial = db.rows("partial_file")
-    result.findings = read_findings(db, result)
-    keys = [(f.code, f.file, f.line) for f in result.findings]
-    _, result.unused_suppressions = match_suppressions(keys, suppressions)
-    result.suppressions = suppressions
-    result.audit_notes = [
-        AuditNote(kind, file, line, func, result.source_line(file, line))
-        for kind, file, line, func in db.rows("audit_note")
-    ]
-    result.decision = read_decision(db)
+    if result.reused_results:
+        result.db = db
     result.timings = {"extract": t1 - t0, "load": t2 - t1, "evaluate": t3 - t2}
     result.seconds = time.perf_counter() - started
     return result
@@ -942,10 +955,10 @@ def _results_partial(store: FactStore, digest: str) -> Path:
 
 
 def _keep_results(
-    db: Database, program: Program, store: FactStore, partial: Path, digest: str
-) -> Database:
+    db: Database, program: Program, store: FactStore, partial: Path, digest: str, reopen: bool
+) -> Database | None:
     """Make the evaluated file the saved results (renamed into place whole, so a concurrent
-    reader never sees half of it) and reopen it read-only."""
+    reader never sees half of it) and, with `reopen`, open it again read-only."""
     target = store.results_path(digest)
     try:
         db.con.execute("CHECKPOINT")
@@ -955,9 +968,9 @@ def _keep_results(
     try:
         partial.replace(target)
         store.prune_results()
-        return Database.open(program, target)
     except Exception:
-        return Database.open(program, partial)
+        target = partial
+    return Database.open(program, target) if reopen else None
 
 
 def read_findings(db: Database, result: Assessment) -> list[Finding]:

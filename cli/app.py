@@ -197,6 +197,7 @@ def assess(
             config=config,
             max_file_size=_size(max_file_size),
             show_progress=not state.quiet,
+            keep_database=False,  # the report reads nothing more from it
         )
     except DatalogError as exc:
         raise fail(str(exc)) from None

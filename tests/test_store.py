@@ -412,3 +412,40 @@ def test_a_program_parsed_by_other_engine_code_is_parsed_again(tmp_path: Path, m
         assessment.load_program()
     assert len(list((tmp_path / "cpq").glob("program-*.pickle"))) == 2
     assessment._program_from_text.cache_clear()
+
+
+def test_without_keep_database_the_saved_results_are_not_reopened(tree: Path) -> None:
+    """`cpq assess` reads everything while the evaluated database is open; reopening the saved
+    file is for why and query."""
+    kept = assess(tree, use_cache=True)
+    shutil.rmtree(tree / ".cpq")
+    lean = assess(tree, use_cache=True, keep_database=False)
+    assert lean.db is None and not lean.reused_results
+    assert _key(lean) == _key(kept) and lean.verdict == kept.verdict
+    assert lean.audit_notes == kept.audit_notes and lean.partial == kept.partial
+    assert lean.fact_count == kept.fact_count and lean.lines == kept.lines
+    again = assess(tree, use_cache=True)  # the lean run saved its results
+    assert again.reused_results and again.db is not None and _key(again) == _key(kept)
+    _close(again)
+    _close(kept)
+
+
+def test_a_small_write_ahead_log_is_left_for_the_next_run_to_replay(tree: Path, monkeypatch) -> None:
+    """Checkpointing the store rewrites every file's entry; an edit adds one. Below
+    WAL_KEPT_BYTES the log stays, and the next run reads its entries like any other."""
+    from cpq import store as store_module
+
+    wal = tree / ".cpq" / (FACTS_FILE + ".wal")
+    assess(tree, use_cache=True, keep_database=False)
+    path = tree / "wave_equation.py"
+    path.write_text(path.read_text() + "\nextra_name = 1\n")
+    edited = assess(tree, use_cache=True, keep_database=False)
+    assert wal.exists() and 0 < wal.stat().st_size < store_module.WAL_KEPT_BYTES
+    again = assess(tree, use_cache=True, keep_database=False)
+    assert again.reused_results and _key(again) == _key(edited)
+    monkeypatch.setattr(store_module, "WAL_KEPT_BYTES", 0)
+    path.write_text(path.read_text() + "\nmore = 2\n")
+    assess(tree, use_cache=True, keep_database=False)
+    assert not wal.exists()  # checkpointed as it closed
+    fresh = assess(tree, use_cache=False)
+    assert _key(assess(tree, use_cache=True, keep_database=False)) == _key(fresh)
