@@ -72,12 +72,7 @@ def _program_from_text(text: str, source: str) -> Program:
 def engine_stamp() -> str:
     """Changes whenever the engine's code changes: a program parsed, or a database made, by
     other code is not reused (keys add cpq's version beside it)."""
-    digest = hashlib.sha256()
-    engine = resources.files("cpq.engine")
-    for name in sorted(p.name for p in engine.iterdir() if p.name.endswith((".py", ".lark"))):
-        digest.update(name.encode())
-        digest.update(engine.joinpath(name).read_bytes())
-    return digest.hexdigest()[:16]
+    return fact_store.code_digest("cpq.engine", (".py", ".lark"))
 
 
 def _program_cache_dir() -> Path:
@@ -97,14 +92,7 @@ def _mark_used(entry: Path) -> None:
 
 def _prune_program_cache(pattern: str) -> None:
     """Remove all but the PROGRAM_CACHE_KEPT most recently used entries matching `pattern`."""
-    entries = []
-    for entry in _program_cache_dir().glob(pattern):
-        with contextlib.suppress(OSError):
-            entries.append((entry.stat().st_mtime, entry))
-    entries.sort(reverse=True)
-    for _, entry in entries[PROGRAM_CACHE_KEPT:]:
-        with contextlib.suppress(OSError):
-            entry.unlink()
+    fact_store.remove_all_but_newest(_program_cache_dir(), pattern, PROGRAM_CACHE_KEPT)
 
 
 def rules_text() -> str:

@@ -44,12 +44,34 @@ _SCHEMA = 4  # the packed-facts format
 def extractor_stamp() -> str:
     """Changes whenever the extractor's code (or cpq's version) changes (read once a process:
     several keys of a run depend on it)."""
-    digest = hashlib.sha256(f"{__version__}/{_SCHEMA}".encode())
-    facts_pkg = resources.files("cpq.facts")
-    for name in sorted(p.name for p in facts_pkg.iterdir() if p.name.endswith(".py")):
+    return code_digest("cpq.facts", (".py",), f"{__version__}/{_SCHEMA}")
+
+
+def code_digest(package: str, suffixes: tuple[str, ...], salt: str = "") -> str:
+    """A digest of the source files of `package` (names and contents) and of `salt`."""
+    digest = hashlib.sha256(salt.encode())
+    files = resources.files(package)
+    for name in sorted(p.name for p in files.iterdir() if p.name.endswith(suffixes)):
         digest.update(name.encode())
-        digest.update(facts_pkg.joinpath(name).read_bytes())
+        digest.update(files.joinpath(name).read_bytes())
     return digest.hexdigest()[:16]
+
+
+def remove_all_but_newest(directory: Path, pattern: str, keep: int) -> None:
+    """Remove the files matching `pattern` in `directory` but the `keep` most recently
+    modified (a file removed meanwhile by another run is skipped)."""
+    found = []
+    for path in directory.glob(pattern):
+        try:
+            found.append((path.stat().st_mtime, path))
+        except OSError:
+            pass
+    found.sort(reverse=True)
+    for _, old in found[keep:]:
+        try:
+            old.unlink()
+        except OSError:
+            pass
 
 
 def default_cache_dir(path: Path) -> Path:
@@ -252,11 +274,7 @@ class FactStore:
         return any(self.directory.glob(f"{RESULTS_PREFIX}*.duckdb"))
 
     def prune_results(self) -> None:
-        files = sorted(
-            self.directory.glob(f"{RESULTS_PREFIX}*.duckdb"), key=lambda p: p.stat().st_mtime
-        )
-        for old in files[:-KEEP_RESULTS]:
-            old.unlink(missing_ok=True)
+        remove_all_but_newest(self.directory, f"{RESULTS_PREFIX}*.duckdb", KEEP_RESULTS)
         # A run killed while evaluating leaves its partial file behind; an hour is far longer
         # than any run, so an older one belongs to no running assessment.
         cutoff = time.time() - 3600

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from itertools import count
 
 from .errors import error_at
+from .stratify import aggregate_atoms
 from .syntax import (
     INTERNAL_VAR_PREFIX,
     Aggregate,
@@ -33,7 +34,6 @@ from .syntax import (
     Var,
     Wildcard,
     literal_vars,
-    subterms,
 )
 
 
@@ -97,22 +97,13 @@ class Expander:
 
     def _check_not_hidden(self, lit: Literal) -> None:
         """An inline relation inside an aggregate would need a union inside it: refused."""
-        terms: list[Term] = []
-        if isinstance(lit, Atom | Constraint):
-            terms = list(lit.args)
-        elif isinstance(lit, Comparison):
-            terms = [lit.left, lit.right]
-        for term in terms:
-            for sub in subterms(term):
-                if isinstance(sub, Aggregate):
-                    for atom in atoms_of(sub.body):
-                        if atom.relation in self.definitions:
-                            raise error_at(
-                                atom,
-                                f"inline relation '{atom.relation}' cannot be used inside an "
-                                "aggregate",
-                                self.source,
-                            )
+        for atom in aggregate_atoms(lit):
+            if atom.relation in self.definitions:
+                raise error_at(
+                    atom,
+                    f"inline relation '{atom.relation}' cannot be used inside an aggregate",
+                    self.source,
+                )
 
     def _instantiate(self, definition: InlineRule, use: Atom) -> tuple[Literal, ...]:
         """The definition's body with its head unified with `use`: head variables become the
@@ -181,12 +172,4 @@ def atoms_of(body: Iterable[Literal]) -> Iterator[Atom]:
     for lit in body:
         if isinstance(lit, Atom):
             yield lit
-        terms: list[Term] = []
-        if isinstance(lit, Atom | Constraint):
-            terms = list(lit.args)
-        elif isinstance(lit, Comparison):
-            terms = [lit.left, lit.right]
-        for term in terms:
-            for sub in subterms(term):
-                if isinstance(sub, Aggregate):
-                    yield from atoms_of(sub.body)
+        yield from aggregate_atoms(lit)

@@ -47,7 +47,7 @@ def compile_query(
     selects = []
     for branch in branches:
         check_literals(branch, relations, source)
-        names, _ = planner.plan_query(branch)
+        names, plan = planner.plan_query(branch)
         for name in columns:
             if name not in names:
                 raise error_at(
@@ -55,11 +55,13 @@ def compile_query(
                     f"variable '{name}' does not occur in every alternative of the query",
                     source,
                 )
-        bodies = Expander(inline, source).expand(branch) if inline else []
-        # No bodies: an inline relation without rules, whose (empty) table the branch reads.
-        for body in bodies or [branch]:
-            _, plan = planner.plan_query(body)
+        bodies = Expander(inline, source).expand(branch) if inline else [branch]
+        if bodies == [branch] or not bodies:
+            # Nothing inline, or an inline relation without rules, whose empty table it reads.
             selects.append(compiler.select_query(columns, plan))
+            continue
+        for body in bodies:
+            selects.append(compiler.select_query(columns, planner.plan_query(body)[1]))
     sql = " UNION ".join(f"({select})" for select in selects) if len(selects) > 1 else selects[0]
     if columns:
         sql += " ORDER BY " + ", ".join(str(i + 1) for i in range(len(columns)))

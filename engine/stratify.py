@@ -68,10 +68,14 @@ def rule_edges(rule: Rule) -> list[_Edge]:
         if isinstance(lit, Atom):
             why = "negation" if lit.negated else ""
             out.append(_Edge(head, lit.relation, lit.negated, why, lit))
-        for agg in _aggregates_in(lit):
-            for atom in _atoms_in_aggregate(agg):
-                out.append(_Edge(head, atom.relation, True, "aggregation", atom))
+        for atom in aggregate_atoms(lit):
+            out.append(_Edge(head, atom.relation, True, "aggregation", atom))
     return out
+
+
+def aggregate_atoms(lit: Literal) -> list[Atom]:
+    """The atoms inside a literal's aggregates, nested ones included."""
+    return [atom for agg in _aggregates_in(lit) for atom in _atoms_in_aggregate(agg)]
 
 
 def _aggregates_in(lit: Literal) -> list[Aggregate]:
