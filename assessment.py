@@ -227,6 +227,7 @@ class Assessment:
     cache_hits: int = 0
     reused_results: bool = False
     reparsed: int = 0  # changed files parsed again before their unchanged facts found the results
+    updated: bool = False  # the previous results were brought up to date (update.py)
     notebooks: dict[str, Any] = field(default_factory=dict)
     partial: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
     _lines: dict[str, list[str]] = field(default_factory=dict, repr=False)
@@ -286,6 +287,9 @@ class Collected:
     copied: dict[str, FileLayout] = field(default_factory=dict)
     moves: dict[str, tuple[FileLayout, int]] = field(default_factory=dict)
     layout: dict[str, FileLayout] = field(default_factory=dict)  # every extracted file's ids
+    # Updating earlier results in place (update.py): where each extracted file's ids go.
+    placer: Callable[[str, int], int] | None = None
+    previous_layout: dict[str, FileLayout] = field(default_factory=dict)  # of the results copied
     _deep: set[str] | None = None
 
     def deep_files(self) -> set[str]:
@@ -376,7 +380,8 @@ def extract_facts(
     for skip in collected.skipped:
         collected.facts.add("skipped_file", (skip.relpath, skip.reason))
     # Files this run extracted before it looked for saved results came back from the store.
-    collected.cache_hits = len(collected.moves) + (
+    reused = len(collected.copied) if collected.placer is not None else len(collected.moves)
+    collected.cache_hits = reused + (
         max(0, store.hits - len(collected.extracted_first)) if store else 0
     )
     collected.extracted = True
@@ -410,9 +415,14 @@ def _gather(
             advance(1)
         earlier = collected.copied.get(relpath)
         if earlier is not None:
-            base = facts.skip(earlier.nodes)
-            collected.moves[relpath] = (earlier, base)
-            collected.layout[relpath] = FileLayout(earlier.key, base, earlier.nodes, earlier.facts_sha)
+            if collected.placer is not None:  # its facts stay where they are
+                collected.layout[relpath] = earlier
+            else:
+                base = facts.skip(earlier.nodes)
+                collected.moves[relpath] = (earlier, base)
+                collected.layout[relpath] = FileLayout(
+                    earlier.key, base, earlier.nodes, earlier.facts_sha
+                )
             collected.files.append(relpath)
             collected.lines += line_count(source.text)
             continue
@@ -430,7 +440,8 @@ def _gather(
                 failed[relpath] = data
                 continue
             rows, node_count, lines = unpack_facts(data)
-        base = facts.add_file(rows, node_count)
+        placed = collected.placer(relpath, node_count) if collected.placer is not None else None
+        base = facts.add_file(rows, node_count, placed)
         collected.layout[relpath] = FileLayout(
             cache_key(source, relpath in extraction.deep), base, node_count, facts_sha(data)
         )
@@ -557,28 +568,50 @@ def assess(
             t1 = t2 = t3 = time.perf_counter()
             read_back(db)
         else:
-            # With a store, the evaluation happens in the results file itself, so keeping the
-            # results costs no copy, and DuckDB may move data to disk under its memory limit.
             program_key = _program_key(program)
-            previous = _plan_copy(store, program_key, collected) if store is not None else None
-            with start_extraction(collected, store, jobs) as extraction:
-                # The workers parse while the database is made ready.
-                partial = _results_partial(store, digest) if store is not None else None
+            update_key = _update_key(context, program.text, config)
+            partial = None
+            if store is not None:
+                # A few files changed since the last run: bring its results up to date.
                 try:
-                    source_bytes = sum(map(len, collected.sources.values()))
-                    db = _new_database(program, context, partial, source_bytes)
-                except Exception:  # the store cannot take the file: evaluate in memory
-                    partial = None
-                    db = _new_database(program, context)
-                db.load("suppressed", suppressed_rows)
-                db.load("disabled", disabled_rows)
-                collected.facts = FactSet(sink=db.load_disjoint)
-                extract_facts(collected, store, jobs, show_progress, extraction)
-            copied = _copy_unchanged(db, previous, collected, store, jobs)
-            t1 = time.perf_counter()
-            collected.facts.flush()
-            t2 = time.perf_counter()
-            db.evaluate()
+                    db, partial = _updated(
+                        program, store, digest, update_key, collected,
+                        (suppressed_rows, disabled_rows), jobs, show_progress,
+                    )
+                except Exception:  # evaluate from scratch instead
+                    db, partial = None, None
+                if db is None and collected.placer is not None:
+                    # The update given up had used this discovery's state: start again.
+                    collected = discover(path, config, max_file_size)
+                    keyer.found = collected.found
+            if db is not None:
+                t1 = time.perf_counter()
+                t2 = t1 - db.last_update_seconds
+                result.updated = True
+                copied = _fact_count(db) - collected.facts.count()
+            else:
+                # With a store, the evaluation happens in the results file itself, so keeping
+                # the results costs no copy, and DuckDB may move data to disk under its memory
+                # limit.
+                previous = _plan_copy(store, program_key, collected) if store is not None else None
+                with start_extraction(collected, store, jobs) as extraction:
+                    # The workers parse while the database is made ready.
+                    partial = _results_partial(store, digest) if store is not None else None
+                    try:
+                        source_bytes = sum(map(len, collected.sources.values()))
+                        db = _new_database(program, context, partial, source_bytes)
+                    except Exception:  # the store cannot take the file: evaluate in memory
+                        partial = None
+                        db = _new_database(program, context)
+                    db.load("suppressed", suppressed_rows)
+                    db.load("disabled", disabled_rows)
+                    collected.facts = FactSet(sink=db.load_disjoint)
+                    extract_facts(collected, store, jobs, show_progress, extraction)
+                copied = _copy_unchanged(db, previous, collected, store, jobs)
+                t1 = time.perf_counter()
+                collected.facts.flush()
+                t2 = time.perf_counter()
+                db.evaluate()
             t3 = time.perf_counter()
             # Read while the evaluated database is open and in memory, before it is saved.
             read_back(db)
@@ -595,6 +628,7 @@ def assess(
                 _set_alias(store, digest, facts_digest)
                 try:
                     store.set_latest_results(program_key, facts_digest)
+                    store.set_latest_results(update_key, facts_digest)
                 except Exception:
                     pass
                 result.db = kept
@@ -877,6 +911,68 @@ def _program_key(program: Program) -> str:
     )
 
 
+def _update_key(context: Context, program_text: str, config: Config | None) -> str:
+    """What results must share with this run to be brought up to date by it: all but the
+    files (and the suppressions and skips, which an update compares)."""
+    return content_digest(["update", *_evaluation_parts(context, program_text, config)])
+
+
+def _updated(
+    program: Program,
+    store: FactStore,
+    digest: str,
+    update_key: str,
+    collected: Collected,
+    run_facts: tuple[list[tuple[str, str, int]], list[tuple[str, str]]],
+    jobs: int | None,
+    show_progress: bool,
+) -> tuple[Database | None, Path | None]:
+    """The latest results of this program, context and configuration brought up to date
+    (update.py), in the results file of this run, when few files changed; else (None, None)."""
+    from . import update
+    from .facts.parallel import cache_key
+    from .reuse import read_layout
+
+    path = store.latest_results(update_key)
+    layout = read_layout(path) if path is not None else None
+    if path is None or not layout:
+        return None, None
+    deep = collected.deep_files()
+    texts = [item for item in collected.found if isinstance(item, SourceText)]
+    unchanged = {}
+    for item in texts:
+        earlier = layout.get(item.relpath)
+        if earlier is not None and earlier.key == cache_key(item, item.relpath in deep):
+            unchanged[item.relpath] = earlier
+    plan = update.plan_update(path, layout, unchanged, len(texts))
+    if plan is None:
+        return None, None
+    collected.copied, collected.placer = unchanged, plan.place
+    partial = _results_partial(store, digest)
+    db: Database | None = None
+    try:
+        with start_extraction(collected, store, jobs) as extraction:
+            db = update.open_copy(program, plan, partial)
+            db.con.execute(f"SET memory_limit = '{memory_limit()}'")
+            suppressed_rows, disabled_rows = run_facts
+            update.stage_rows(db, "suppressed", suppressed_rows)
+            update.stage_rows(db, "disabled", disabled_rows)
+            sink = db.load_disjoint
+            collected.facts = FactSet(sink=lambda tables: sink(tables, staged=True))
+            extract_facts(collected, store, jobs, show_progress, extraction)
+        collected.facts.flush()
+        db.update(update.input_changes(db, plan, update.staged_relations(db)))
+        db.end_update()
+    except BaseException:
+        if db is not None:
+            db.end_update()
+            db.close()
+        for leftover in (partial, partial.with_name(partial.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+        raise
+    return db, partial
+
+
 def _plan_copy(
     store: FactStore, program_key: str, collected: Collected
 ) -> Path | None:
@@ -892,6 +988,7 @@ def _plan_copy(
     layout = read_layout(path) if path is not None else None
     if not layout:
         return None
+    collected.previous_layout = layout
     deep = collected.deep_files()
     for item in collected.found:
         if isinstance(item, SourceText):
@@ -915,7 +1012,7 @@ def _copy_unchanged(
     if previous is None or not collected.moves:
         return 0
     try:
-        return copy_facts(db, previous, collected.moves)
+        return copy_facts(db, previous, collected.moves, collected.previous_layout)
     except Exception:
         pass
     from .facts.parallel import extract_all

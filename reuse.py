@@ -12,6 +12,7 @@ node id and the number of ids, and the hash of its facts.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,10 +83,21 @@ class TooScattered(Exception):
     """The unchanged files form too many id ranges for one copy statement."""
 
 
-def segments(moves: dict[str, tuple[FileLayout, int]]) -> list[tuple[int, int, int]]:
+def segments(
+    moves: dict[str, tuple[FileLayout, int]], layout: dict[str, FileLayout] | None = None
+) -> list[tuple[int, int, int]]:
     """Old id ranges [lo, hi) of the moved files, runs of neighbours merged, each with the
-    shift of its ids."""
-    ranges = sorted((old.base, old.base + old.nodes, new - old.base) for old, new in moves.values())
+    shift of its ids.  With the whole old `layout`, a file's range reaches the next file's
+    first id (the room to grow between them holds no fact), so that neighbours merge."""
+    starts = sorted(e.base for e in layout.values() if e.nodes) if layout else []
+
+    def end(old: FileLayout) -> int:
+        later = bisect.bisect_right(starts, old.base)
+        return starts[later] if later < len(starts) else old.base + old.nodes
+
+    ranges = sorted(
+        (old.base, end(old) if old.nodes else old.base, new - old.base) for old, new in moves.values()
+    )
     merged: list[tuple[int, int, int]] = []
     for lo, hi, delta in ranges:
         if hi == lo:
@@ -97,12 +109,18 @@ def segments(moves: dict[str, tuple[FileLayout, int]]) -> list[tuple[int, int, i
     return merged
 
 
-def copy_facts(db: Database, path: Path, moves: dict[str, tuple[FileLayout, int]]) -> int:
+def copy_facts(
+    db: Database,
+    path: Path,
+    moves: dict[str, tuple[FileLayout, int]],
+    layout: dict[str, FileLayout] | None = None,
+) -> int:
     """Copy the input facts of the files in `moves` (file -> (old layout, new first id)) from
-    the results file `path` into `db`; returns how many tuples were copied."""
+    the results file `path` (whose files are laid out as `layout`) into `db`; returns how many
+    tuples were copied."""
     if not moves:
         return 0
-    runs = segments(moves)
+    runs = segments(moves, layout)
     if len(runs) > MAX_SEGMENTS:
         raise TooScattered(len(runs))
     target = str(path).replace("'", "''")

@@ -218,6 +218,8 @@ def assess(
         if result.reused_results:
             changed = f", {result.reparsed} changed file(s) parsed: same facts" if result.reparsed else ""
             source = f"saved results reused{changed}"
+        elif result.updated:
+            source = f"{result.cache_hits} files unchanged, saved results updated"
         else:
             source = f"{result.cache_hits} files from the cache"
         typer.echo(

@@ -14,6 +14,7 @@ time, so each statement is compiled once.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from .plan import AggregatePlan, AtomArgFilter, BodyPlan, Filter
 from .syntax import (
@@ -71,10 +72,27 @@ def sql_literal(const: Const) -> str:
     return f"CAST({int(const.value)} AS {SQL_TYPES[const.type]})"
 
 
+@dataclass(frozen=True, slots=True)
+class ExistsIn:
+    """A filter of incremental maintenance: the atom's tuple is in `table` (a negated atom
+    turned into a test against the tuples its relation gained or lost)."""
+
+    atom: Atom
+    table: str
+
+
 class SqlCompiler:
-    def __init__(self, relations: dict[str, Relation]) -> None:
+    def __init__(
+        self, relations: dict[str, Relation], relation_sql: Callable[[str], str] = quote
+    ) -> None:
+        """`relation_sql`: how negated atoms and the atoms of aggregates name a relation's
+        table (incremental maintenance reads them in the previous results)."""
         self.relations = relations
+        self.relation_sql = relation_sql
         self.aliases = 0
+
+    def _relation_ref(self, _index: int, atom: Atom) -> str:
+        return self.relation_sql(atom.relation)
 
     def alias(self, prefix: str) -> str:
         self.aliases += 1
@@ -169,7 +187,7 @@ class SqlCompiler:
     def aggregate(self, agg: AggregatePlan, env: dict[str, str]) -> tuple[str, bool]:
         """Scalar subquery computing the aggregate; the flag says 'NULL -> rule does not fire'."""
         outer = {name: env[name] for name in agg.correlated}
-        from_items, conds, inner_env = self.body(agg.body, outer, plain_table)
+        from_items, conds, inner_env = self.body(agg.body, outer, self._relation_ref)
         op = agg.aggregate.op
         if op == "count":
             expr, empty_is_none = "count(*)", False
@@ -189,7 +207,7 @@ class SqlCompiler:
 
     def filter(
         self,
-        item: Filter,
+        item: Filter | ExistsIn,
         env: dict[str, str],
         types: dict[str, str | None],
         atom_aliases: list[str],
@@ -215,17 +233,26 @@ class SqlCompiler:
             return f"NOT {cond}" if item.negated else cond
         if isinstance(item, BoolLit):
             return "TRUE" if item.value else "FALSE"
+        if isinstance(item, ExistsIn):
+            return f"EXISTS ({self.matching(item.atom, item.table, env, types)})"
         assert isinstance(item, Atom) and item.negated
-        rel = self.relations[item.relation]
+        matching = self.matching(item, self.relation_sql(item.relation), env, types)
+        return f"NOT EXISTS ({matching})"
+
+    def matching(
+        self, atom: Atom, table: str, env: dict[str, str], types: dict[str, str | None]
+    ) -> str:
+        """SELECT 1 from `table` (of the atom's columns) where a row matches the atom."""
+        rel = self.relations[atom.relation]
         alias = self.alias("n")
         conds = []
-        for (col_name, _), arg in zip(rel.columns, item.args, strict=True):
+        for (col_name, _), arg in zip(rel.columns, atom.args, strict=True):
             if isinstance(arg, Wildcard):
                 continue
             value, _ = self.term(arg, env, types)
             conds.append(f"{alias}.{quote(col_name)} = {value}")
         where = f" WHERE {' AND '.join(conds)}" if conds else ""
-        return f"NOT EXISTS (SELECT 1 FROM {quote(item.relation)} AS {alias}{where})"
+        return f"SELECT 1 FROM {table} AS {alias}{where}"
 
     # -- terms -----------------------------------------------------------------------------
 
@@ -319,10 +346,10 @@ def _select(cols: list[str], from_items: list[str], conds: list[str], *, distinc
     return sql
 
 
-def _insert_into(relation: Relation) -> str:
-    """`INSERT INTO table (columns, _iter, _rule)`."""
+def _insert_into(relation: Relation, table: str | None = None) -> str:
+    """`INSERT INTO table (columns, _iter, _rule)`; the relation's own table by default."""
     target = [quote(name) for name in relation.column_names] + [ITER_COLUMN, RULE_COLUMN]
-    return f"INSERT INTO {quote(relation.name)} ({', '.join(target)})"
+    return f"INSERT INTO {table or quote(relation.name)} ({', '.join(target)})"
 
 
 def insert_facts(relation: Relation, rows: Sequence[Sequence[str]]) -> str:
@@ -333,7 +360,13 @@ def insert_facts(relation: Relation, rows: Sequence[Sequence[str]]) -> str:
 
 
 def insert_new_tuples(
-    relation: Relation, select_sql: str, iter_sql: str, rule_sql: str, *, anti_join: bool
+    relation: Relation,
+    select_sql: str,
+    iter_sql: str,
+    rule_sql: str,
+    *,
+    anti_join: bool,
+    table: str | None = None,
 ) -> str:
     """INSERT the rows c0..cn-1 of `select_sql` that are not yet in the relation.
 
@@ -341,11 +374,11 @@ def insert_new_tuples(
     statements (several rules, several rounds, several loads).
     """
     picked = [f"s.c{i}" for i in range(relation.arity)] + [iter_sql, rule_sql]
-    sql = f"{_insert_into(relation)} SELECT {', '.join(picked)} FROM ({select_sql}) AS s"
+    sql = f"{_insert_into(relation, table)} SELECT {', '.join(picked)} FROM ({select_sql}) AS s"
     if anti_join:
         match = " AND ".join(
             f"e.{quote(name)} = s.c{i}" for i, name in enumerate(relation.column_names)
         )
         where = f" WHERE {match}" if match else ""
-        sql += f" WHERE NOT EXISTS (SELECT 1 FROM {quote(relation.name)} AS e{where})"
+        sql += f" WHERE NOT EXISTS (SELECT 1 FROM {table or quote(relation.name)} AS e{where})"
     return sql

@@ -254,6 +254,7 @@ class Database:
         self.concurrency = DEFAULT_CONCURRENCY
         self._round_pool: ThreadPoolExecutor | None = None
         self._cursors: _Cursors | None = None
+        self.last_update_seconds = 0.0
         # One transaction: in a database file, each statement would otherwise be a commit.
         self.con.execute("BEGIN TRANSACTION")
         try:
@@ -286,6 +287,7 @@ class Database:
         self.concurrency = DEFAULT_CONCURRENCY
         self._round_pool = None
         self._cursors = None
+        self.last_update_seconds = 0.0
         return self
 
     @classmethod
@@ -410,12 +412,15 @@ class Database:
             return self._insert_unit(relation)
         return self._load_statements([self._insert_from(relation, table, _LOAD_VIEW, disjoint=False)])
 
-    def load_disjoint(self, tables: Mapping[str, pa.Table | Columns]) -> int:
+    def load_disjoint(self, tables: Mapping[str, pa.Table | Columns], *, staged: bool = False) -> int:
         """Append input tuples to several relations at once (as `_iter` 0), all or none.  A
         batch is a pyarrow Table or a list per column (for few values: see list_params).  Each
         must be a set with no row in its relation already (the facts of files not loaded
         before): it is then neither made a set nor compared with the table, a comparison whose
-        cost grows with the table.  Returns how many tuples were added."""
+        cost grows with the table.  Returns how many tuples were added.
+
+        `staged`: into the relations' staging tables of an update (see `staging_table`)
+        instead of the relations themselves."""
         statements: list[_LoadStatement] = []
         added = 0
         for relation, batch in tables.items():
@@ -423,17 +428,21 @@ class Database:
                 rows = batch.num_rows
                 if rows:
                     view = f"{_LOAD_VIEW}_{len(statements)}"
-                    statements.append(self._insert_from(relation, batch, view, disjoint=True))
+                    statements.append(
+                        self._insert_from(relation, batch, view, disjoint=True, staged=staged)
+                    )
             else:
                 rows = max(map(len, batch), default=0)
                 if rows:
-                    statements.append(self._columns_insert(relation, batch, disjoint=True))
+                    statements.append(
+                        self._columns_insert(relation, batch, disjoint=True, staged=staged)
+                    )
             added += rows
         self._load_statements(statements)
         return added
 
     def _insert_from(
-        self, relation: str, table: pa.Table, view: str, *, disjoint: bool
+        self, relation: str, table: pa.Table, view: str, *, disjoint: bool, staged: bool = False
     ) -> _LoadStatement:
         """The INSERT that appends the rows of `table` (checked against the relation) as facts,
         read through the view `view`: a set of them, new ones only, unless the caller vouches
@@ -448,11 +457,18 @@ class Database:
         )
         select = f"SELECT {'' if disjoint else 'DISTINCT '}{casts} FROM {view}"
         anti_join = not disjoint and self.count(relation) > 0
-        sql = insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join)
+        target = self.staging_table(relation) if staged else None
+        sql = insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join, table=target)
         return _LoadStatement(sql, view=(view, table.rename_columns([f"c{i}" for i in range(rel.arity)])))
 
     def _columns_insert(
-        self, relation: str, columns: Columns, *, disjoint: bool, types_checked: bool = False
+        self,
+        relation: str,
+        columns: Columns,
+        *,
+        disjoint: bool,
+        types_checked: bool = False,
+        staged: bool = False,
     ) -> _LoadStatement:
         """As `_insert_from`, for rows given as one list per column (list parameters)."""
         rel = self._relation(relation)
@@ -465,8 +481,10 @@ class Database:
         values = unnest_select([(f"c{i}", SQL_TYPES[base]) for i, base in enumerate(rel.base_types)])
         select = values if disjoint else f"SELECT DISTINCT * FROM ({values})"
         anti_join = not disjoint and self.count(relation) > 0
+        target = self.staging_table(relation) if staged else None
         return _LoadStatement(
-            insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join), params=list(columns)
+            insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join, table=target),
+            params=list(columns),
         )
 
     def _load_statements(self, statements: list[_LoadStatement]) -> int:
@@ -565,6 +583,14 @@ class Database:
         else:
             self._sizes = self._row_counts()
         self._evaluated = True
+        return self._run_strata(
+            lambda index, con: self._run_stratum(index, compiled[index], con), started
+        )
+
+    def _run_strata(
+        self, run_one: Callable[[int, Connection], StratumStats], started: float
+    ) -> EvalStats:
+        """Run `run_one` for every stratum, each once the strata it reads are done."""
         strata = self.program.stratification
         stats: list[StratumStats | None] = [None] * len(strata)
         waits = [set(deps) for deps in self._stratum_dependencies()]
@@ -574,12 +600,12 @@ class Database:
                 needed_by[dep].append(index)
         if self.concurrency <= 1:
             for index in range(len(strata)):
-                stats[index] = self._run_stratum(index, compiled[index], self.con)
+                stats[index] = run_one(index, self.con)
         else:
             self._cursors = _Cursors(self.con, self._set_session)
             self._round_pool = ThreadPoolExecutor(max_workers=self.concurrency)
             try:
-                self._run_concurrently(compiled, stats, waits, needed_by)
+                self._run_concurrently(run_one, stats, waits, needed_by)
             finally:
                 self._round_pool.shutdown(wait=True, cancel_futures=True)
                 self._round_pool = None
@@ -590,7 +616,7 @@ class Database:
 
     def _run_concurrently(
         self,
-        compiled: list[list[_RuleSql]],
+        run_one: Callable[[int, Connection], StratumStats],
         stats: list[StratumStats | None],
         waits: list[set[int]],
         needed_by: list[list[int]],
@@ -599,7 +625,7 @@ class Database:
         assert cursors is not None
 
         def run(index: int) -> StratumStats:
-            return self._run_stratum(index, compiled[index], cursors.get())
+            return run_one(index, cursors.get())
 
         # Of the strata ready to run, those with the longest chain of strata waiting on them
         # go first: the chains, not the number of statements, set the evaluation's length.
@@ -646,6 +672,142 @@ class Database:
                 deps.append(found)
             self._deps = deps
         return self._deps
+
+    # -- incremental update ----------------------------------------------------------------
+
+    def begin_update(self, previous: str | Path) -> None:
+        """Start updating these results (a copy of the results file `previous`, which is
+        attached read-only as the previous state) after some input facts changed: load the
+        new facts with `load_disjoint(..., staged=True)`, then call `update`."""
+        from .incremental import CHANGES_DB, OLD_DB
+
+        target = str(previous).replace("'", "''")
+        self.con.execute(f"ATTACH '{target}' AS {OLD_DB} (READ_ONLY)")
+        try:
+            self.con.execute(f"ATTACH ':memory:' AS {CHANGES_DB}")
+        except BaseException:
+            self.con.execute(f"DETACH {OLD_DB}")
+            raise
+        self._staged: set[str] = set()
+
+    def end_update(self) -> None:
+        """Detach what `begin_update` attached (after `update`, or to give up)."""
+        from .incremental import CHANGES_DB, OLD_DB
+
+        for name in (CHANGES_DB, OLD_DB):
+            try:
+                self.con.execute(f"DETACH {name}")
+            except duckdb.Error:
+                pass
+
+    def staging_table(self, relation: str) -> str:
+        """The table (made on first use) that holds the new facts of `relation` during an
+        update, with the relation's columns, `_iter` and `_rule`."""
+        from .incremental import change_columns, change_table
+
+        table = change_table("new", relation)
+        if relation not in self._staged:
+            cols = change_columns(self._relation(relation))
+            self.con.execute(f'CREATE TABLE {table} ({", ".join(cols)}, "_iter" BIGINT, "_rule" INTEGER)')
+            self._staged.add(relation)
+        return table
+
+    def update(self, changes: Mapping[str, tuple[str | None, str | None]]) -> EvalStats:
+        """Bring every derived relation up to date after input facts changed, by incremental
+        maintenance (see incremental.py), with the same result as evaluate() from scratch.
+
+        `changes`: per input relation, a SELECT of the rows it loses (each one of its rows)
+        and a SELECT of the rows it gains (each new to it unless it is also lost), by column
+        position; None for none.  They may read the previous state (incremental.OLD_DB) and
+        the staging tables."""
+        from .incremental import (
+            GENERATION_SPAN,
+            GENERATION_TABLE,
+            Changes,
+            StratumUpdate,
+            change_table,
+            net_readers,
+        )
+
+        started = time.perf_counter()
+        if not self._evaluated:
+            raise DatalogError("update() needs evaluated results", source=self.program.source)
+        self._sizes = self._row_counts()
+        found = Changes()
+        for relation, (deleted, inserted) in self._change_inputs(changes).items():
+            for kind in ("lost", "netlost"):
+                found.set(kind, relation, deleted, change_table("del", relation))
+            for kind in ("gained", "netgained"):
+                found.set(kind, relation, inserted, change_table("ins", relation))
+        needs_net = net_readers(self.program)
+        self.con.execute(f"CREATE TABLE IF NOT EXISTS {GENERATION_TABLE} (g BIGINT)")
+        (last,) = self.con.execute(f"SELECT coalesce(max(g), 0) FROM {GENERATION_TABLE}").fetchone() or (0,)
+        generation = int(last) + 1
+        self.con.execute(
+            f"DELETE FROM {GENERATION_TABLE}; INSERT INTO {GENERATION_TABLE} VALUES ({generation})"
+        )
+        base = generation * GENERATION_SPAN
+        stats = self._run_strata(
+            lambda index, con: StratumUpdate(self, index, found, base, con, needs_net).run(), started
+        )
+        self.last_update_seconds = stats.seconds
+        return stats
+
+    def _change_inputs(
+        self, changes: Mapping[str, tuple[str | None, str | None]]
+    ) -> dict[str, tuple[int, int]]:
+        """Apply the input relations' changes; returns the rows each lost and gained (net).
+        The statements go in few calls: most relations change by a few rows or none."""
+        from .incremental import change_columns, change_table, value_columns
+
+        making: list[str] = []
+        counting: list[str] = []
+        for relation, (lost, gained) in changes.items():
+            rel = self._relation(relation)
+            cols = ", ".join(change_columns(rel))
+            empty = f"SELECT {value_columns(rel)} FROM {quote(relation)} WHERE FALSE"
+            lost, gained = lost or empty, gained or empty
+            loses, gains = change_table("del", relation), change_table("ins", relation)
+            making += [
+                f"CREATE TABLE {loses} ({cols})",
+                f"CREATE TABLE {gains} ({cols})",
+                f"INSERT INTO {loses} ({lost}) EXCEPT ({gained})",
+                f"INSERT INTO {gains} ({gained}) EXCEPT ({lost})",
+            ]
+            counting.append(
+                f"SELECT {len(counting)} AS k, (SELECT count(*) FROM {loses}) AS d, "
+                f"(SELECT count(*) FROM {gains}) AS i"
+            )
+        if not making:
+            return {}
+        self.con.execute(";\n".join(making))
+        names = list(changes)
+        counts = {
+            names[k]: (int(d), int(i))
+            for k, d, i in self.con.execute(" UNION ALL ".join(counting)).fetchall()
+        }
+        applying = []
+        for relation, (deleted, inserted) in counts.items():
+            rel = self._relation(relation)
+            table = quote(relation)
+            if deleted:
+                match = " AND ".join(
+                    f"{table}.{quote(col)} = d.{quote(col)}" for col in rel.column_names
+                ) or "TRUE"
+                applying.append(
+                    f"DELETE FROM {table} USING {change_table('del', relation)} AS d "
+                    f'WHERE {table}."_iter" = 0 AND {match}'
+                )
+            if inserted:
+                names_sql = ", ".join([quote(c) for c in rel.column_names] + ['"_iter"', '"_rule"'])
+                applying.append(
+                    f"INSERT INTO {table} ({names_sql}) SELECT {value_columns(rel)}, 0, NULL "
+                    f"FROM {change_table('ins', relation)}"
+                )
+            self._sizes[relation] += inserted - deleted
+        if applying:
+            self.con.execute(";\n".join(applying))
+        return counts
 
     def _run_stratum(
         self, index: int, rule_sqls: list[_RuleSql], con: duckdb.DuckDBPyConnection
@@ -709,7 +871,19 @@ class Database:
                     continue
                 select = live[0] if len(live) == 1 else " UNION ALL ".join(f"({p})" for p in live)
             selects.setdefault(head, []).append((rule_sql.rule.index, select))
+        return self._insert_round(selects, round_no, con, new)
 
+    def _insert_round(
+        self,
+        selects: dict[str, list[tuple[int, str]]],
+        round_no: int,
+        con: duckdb.DuckDBPyConnection,
+        new: dict[str, int] | None = None,
+    ) -> dict[str, int]:
+        """Insert, as round `round_no`, the new tuples of each relation's SELECTs (rule index,
+        SELECT); returns how many each relation gained."""
+        sizes = self._sizes
+        new = {head: 0 for head in selects} if new is None else new
         # One INSERT per relation and round: all rules of a round read the same snapshot, so
         # they can run as one statement, which costs far less than one statement per rule.
         # The rules' SELECTs may repeat a tuple: the statement makes them distinct once (a

@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 Columns = dict[str, list]
 
 FLUSH_VALUES = 8_000_000  # values buffered before a batch goes to the sink
+
+
+def id_span(nodes: int) -> int:
+    """The node ids set aside for a file of `nodes` nodes: its own and some room to grow, so
+    that an edit which adds a few nodes keeps the file's ids (see update.py)."""
+    return nodes + nodes // 16 + 32 if nodes else 0
 SINK_GROUP_VALUES = 500_000  # relations handed over together up to this many values
 _INT_SIZE = 8  # bytes of an int64
 
@@ -184,7 +190,7 @@ class FactSet:
         the files added before); returns the base."""
         if base is None:
             base = self._next_base
-        self._next_base = max(self._next_base, base + node_count)
+        self._next_base = max(self._next_base, base + id_span(node_count))
         for relation, cols in columns.items():
             n = _column_length(cols[0]) if cols else 0
             if n == 0:
@@ -205,7 +211,7 @@ class FactSet:
     def skip(self, node_count: int) -> int:
         """Reserve the ids of a file whose facts come from elsewhere; returns its base."""
         base = self._next_base
-        self._next_base += node_count
+        self._next_base += id_span(node_count)
         return base
 
     def add(self, relation: str, row: tuple) -> None:

@@ -188,7 +188,7 @@ def test_verbose_line_says_where_the_results_came_from(tree: Path) -> None:
     path.write_text(path.read_text() + "# reviewed\n")
     assert "(saved results reused, 1 changed file(s) parsed: same facts)" in verbose_line()
     path.write_text(path.read_text() + "unused_name = 1\n")
-    assert "(3 files from the cache)" in verbose_line()
+    assert "(3 files unchanged, saved results updated)" in verbose_line()
 
 
 def test_a_store_of_an_older_layout_is_replaced(tree: Path) -> None:
@@ -223,16 +223,18 @@ def test_after_a_code_edit_unchanged_files_are_copied_with_the_ids_of_a_fresh_ru
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import cpq.reuse as reuse
+    import cpq.update as update
     from cpq.facts.schema import INPUT_RELATIONS
 
     copies: list[int] = []
     real_copy = reuse.copy_facts
 
-    def counting_copy(db, path, moves):  # type: ignore[no-untyped-def]
+    def counting_copy(db, path, moves, layout):  # type: ignore[no-untyped-def]
         copies.append(len(moves))
-        return real_copy(db, path, moves)
+        return real_copy(db, path, moves, layout)
 
     monkeypatch.setattr(reuse, "copy_facts", counting_copy)
+    monkeypatch.setattr(update, "plan_update", lambda *args: None)  # the path of many edits
     ctx = Context.from_options(elements="20M")
     _close(assess(tree, ctx, use_cache=True))
     # An edit early in discovery order, so the ids of every later file move.
@@ -257,10 +259,12 @@ def test_when_the_previous_results_cannot_be_copied_the_store_gives_the_facts(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import cpq.reuse as reuse
+    import cpq.update as update
 
-    def scattered(db, path, moves):  # type: ignore[no-untyped-def]
+    def scattered(db, path, moves, layout):  # type: ignore[no-untyped-def]
         raise reuse.TooScattered(99)
 
+    monkeypatch.setattr(update, "plan_update", lambda *args: None)  # the path of many edits
     ctx = Context.from_options(elements="20M")
     _close(assess(tree, ctx, use_cache=True))
     monkeypatch.setattr(reuse, "copy_facts", scattered)
