@@ -961,7 +961,7 @@ def _updated(
             collected.facts = FactSet(sink=lambda tables: sink(tables, staged=True))
             extract_facts(collected, store, jobs, show_progress, extraction)
         collected.facts.flush()
-        db.update(update.input_changes(db, plan, update.staged_relations(db)))
+        db.update(update.input_changes(db, plan, db.staged))
         db.end_update()
     except BaseException:
         if db is not None:

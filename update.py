@@ -15,7 +15,6 @@ changed, the run evaluates from scratch, numbering the files afresh.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -143,9 +142,3 @@ def stage_rows(db: Database, relation: str, rows: list[tuple]) -> bool:
     db.load_disjoint({relation: [list(column) for column in zip(*unique, strict=True)]}, staged=True)
     return True
 
-
-def staged_relations(db: Database) -> set[str]:
-    return set(getattr(db, "_staged", set()))
-
-
-Placer = Callable[[str, int], int]

@@ -255,6 +255,7 @@ class Database:
         self._round_pool: ThreadPoolExecutor | None = None
         self._cursors: _Cursors | None = None
         self.last_update_seconds = 0.0
+        self.staged: set[str] = set()  # relations with a staging table (see staging_table)
         # One transaction: in a database file, each statement would otherwise be a commit.
         self.con.execute("BEGIN TRANSACTION")
         try:
@@ -288,6 +289,7 @@ class Database:
         self._round_pool = None
         self._cursors = None
         self.last_update_seconds = 0.0
+        self.staged = set()
         return self
 
     @classmethod
@@ -688,7 +690,7 @@ class Database:
         except BaseException:
             self.con.execute(f"DETACH {OLD_DB}")
             raise
-        self._staged: set[str] = set()
+        self.staged = set()
 
     def end_update(self) -> None:
         """Detach what `begin_update` attached (after `update`, or to give up)."""
@@ -706,10 +708,10 @@ class Database:
         from .incremental import change_columns, change_table
 
         table = change_table("new", relation)
-        if relation not in self._staged:
+        if relation not in self.staged:
             cols = change_columns(self._relation(relation))
             self.con.execute(f'CREATE TABLE {table} ({", ".join(cols)}, "_iter" BIGINT, "_rule" INTEGER)')
-            self._staged.add(relation)
+            self.staged.add(relation)
         return table
 
     def update(self, changes: Mapping[str, tuple[str | None, str | None]]) -> EvalStats:
@@ -758,7 +760,7 @@ class Database:
     ) -> dict[str, tuple[int, int]]:
         """Apply the input relations' changes; returns the rows each lost and gained (net).
         The statements go in few calls: most relations change by a few rows or none."""
-        from .incremental import change_columns, change_table, value_columns
+        from .incremental import change_columns, change_table, same_values, value_columns
 
         making: list[str] = []
         counting: list[str] = []
@@ -791,9 +793,7 @@ class Database:
             rel = self._relation(relation)
             table = quote(relation)
             if deleted:
-                match = " AND ".join(
-                    f"{table}.{quote(col)} = d.{quote(col)}" for col in rel.column_names
-                ) or "TRUE"
+                match = same_values(rel, table, "d")
                 applying.append(
                     f"DELETE FROM {table} USING {change_table('del', relation)} AS d "
                     f'WHERE {table}."_iter" = 0 AND {match}'

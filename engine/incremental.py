@@ -65,6 +65,16 @@ def change_columns(rel: Relation) -> list[str]:
     return cols or ['"_unit" INTEGER']
 
 
+def same_values(rel: Relation, left: str, right: str, *, positional: bool = False) -> str:
+    """SQL: the rows `left` and `right` hold the same tuple of `rel` (`right` by position,
+    c0..cn-1, with `positional`)."""
+    pairs = [
+        f"{left}.{quote(name)} = {right}." + (f"c{i}" if positional else quote(name))
+        for i, name in enumerate(rel.column_names)
+    ]
+    return " AND ".join(pairs) or "TRUE"
+
+
 def value_columns(rel: Relation, alias: str = "") -> str:
     prefix = f"{alias}." if alias else ""
     return ", ".join(f"{prefix}{quote(name)}" for name in rel.column_names) or "1"
@@ -374,12 +384,8 @@ class StratumUpdate:
                 )
                 self._over_tables.add(head)
             names = [f"c{i}" for i in range(rel.arity)] or ["c_unit"]
-            held = " AND ".join(
-                f"h.{quote(name)} = s.c{i}" for i, name in enumerate(rel.column_names)
-            ) or "TRUE"
-            known = " AND ".join(
-                f"o.{quote(name)} = s.c{i}" for i, name in enumerate(rel.column_names)
-            ) or "TRUE"
+            held = same_values(rel, "h", "s", positional=True)
+            known = same_values(rel, "o", "s", positional=True)
             sql = (
                 f"INSERT INTO {table} SELECT {', '.join('s.' + n for n in names)}, {round_no} "
                 f"FROM (SELECT DISTINCT * FROM ({union})) AS s JOIN {old_table(head)} AS h ON {held} "
@@ -394,9 +400,7 @@ class StratumUpdate:
                 continue
             rel = self.program.relations[name]
             table = quote(name)
-            match = " AND ".join(
-                f"{table}.{quote(col)} = o.{quote(col)}" for col in rel.column_names
-            ) or "TRUE"
+            match = same_values(rel, table, "o")
             deleted = self.db._execute_count(
                 f"DELETE FROM {table} USING {change_table('over', name)} AS o WHERE {match}",
                 self.con,
@@ -460,9 +464,7 @@ class StratumUpdate:
             narrowed = replace(plan, atoms=[*plan.atoms, extra])
             return self._select(self.new, rule, narrowed, {len(plan.atoms): over}, "new")
         rel = self.program.relations[rule.head.relation]
-        match = " AND ".join(
-            f"o.{quote(name)} = s.c{i}" for i, name in enumerate(rel.column_names)
-        ) or "TRUE"
+        match = same_values(rel, "o", "s", positional=True)
         whole = self._select(self.new, rule, plan, {}, "new")
         return f"SELECT * FROM ({whole}) AS s WHERE EXISTS (SELECT 1 FROM {over} AS o WHERE {match})"
 

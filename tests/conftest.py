@@ -31,3 +31,15 @@ def context_options(args: list[str]) -> dict:
 @pytest.fixture(scope="session")
 def expected_cases() -> list[dict]:
     return json.loads((EXAMPLES / "expected.json").read_text())["cases"]
+
+
+@pytest.fixture()
+def tree(tmp_path: Path) -> Path:
+    """A tree of four example programs (for the store and update tests)."""
+    import shutil
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    for name in ["particle_loop.py", "sync_in_loop.py", "wave_equation.py", "refactor_only.py"]:
+        shutil.copy(EXAMPLES / name, root / name)
+    return root

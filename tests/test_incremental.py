@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -175,15 +174,6 @@ def _same_as_from_scratch(tree: Path, ctx: Context) -> None:
     assert [(n.kind, n.file, n.line) for n in cached.audit_notes] == [
         (n.kind, n.file, n.line) for n in fresh.audit_notes
     ]
-
-
-@pytest.fixture()
-def tree(tmp_path: Path) -> Path:
-    root = tmp_path / "tree"
-    root.mkdir()
-    for name in ["particle_loop.py", "sync_in_loop.py", "wave_equation.py", "refactor_only.py"]:
-        shutil.copy(EXAMPLES / name, root / name)
-    return root
 
 
 def test_after_each_small_edit_the_results_are_updated_and_match_a_run_without_cache(tree: Path) -> None:

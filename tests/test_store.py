@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES
 
 from cpq.assessment import assess
 from cpq.context import Context
@@ -15,15 +14,6 @@ from cpq.store import FACTS_FILE, open_store
 
 def _key(result) -> list[tuple]:
     return [(f.code, f.file, f.line, f.function, f.hot, f.counts) for f in result.findings]
-
-
-@pytest.fixture()
-def tree(tmp_path: Path) -> Path:
-    root = tmp_path / "tree"
-    root.mkdir()
-    for name in ["particle_loop.py", "sync_in_loop.py", "wave_equation.py", "refactor_only.py"]:
-        shutil.copy(EXAMPLES / name, root / name)
-    return root
 
 
 def test_same_findings_cold_warm_and_without_cache(tree: Path) -> None:
