@@ -215,13 +215,12 @@ def assess(
             typer.echo(f"cpq: recorded {count} findings in {write_baseline}", err=True)
     if state.verbose:
         t = result.timings
-        if result.reused_results:
-            changed = f", {result.reparsed} changed file(s) parsed: same facts" if result.reparsed else ""
-            source = f"saved results reused{changed}"
-        elif result.updated:
+        if result.how == "evaluated":
+            source = f"{result.cache_hits} files from the cache"
+        elif result.how == "saved results updated":
             source = f"{result.cache_hits} files unchanged, saved results updated"
         else:
-            source = f"{result.cache_hits} files from the cache"
+            source = result.how
         typer.echo(
             f"cpq: {len(result.files)} files, {result.lines:,} lines, {result.fact_count:,} facts "
             f"({source}); "
@@ -334,16 +333,16 @@ def facts(
     ] = None,
 ) -> None:
     """The extracted facts: a table, or Soufflé's TSV input files in a folder."""
-    from ..assessment import collect_facts
     from ..facts.schema import INPUT_RELATIONS
+    from ..pipeline import collect_facts
 
     _existing_path(path)
-    fact_set = collect_facts(path).facts
+    fact_set = collect_facts(path)
     if relation is not None and relation not in INPUT_RELATIONS:
         raise fail(f"unknown relation {relation!r}; known: {', '.join(sorted(INPUT_RELATIONS))}")
     if out is not None:
-        from ..assessment import manifest_facts
         from ..context import Context
+        from ..pipeline import manifest_facts
         from .fact_export import write_souffle_facts
 
         extra = {

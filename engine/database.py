@@ -23,7 +23,6 @@ from __future__ import annotations
 import heapq
 import math
 import os
-import shutil
 import sys
 import threading
 import time
@@ -51,6 +50,7 @@ from .compile_sql import (
     sql_literal,
     versioned_table,
 )
+from .connect import NO_LIMITS, Limits, connect
 from .errors import DatalogError
 from .list_params import LIST_BATCH_VALUES, unnest_select, values_fit
 from .program import Program
@@ -196,9 +196,8 @@ class _Cursors:
     """One DuckDB connection per evaluation thread (DuckDB plans a statement in the thread
     that runs it), all closed, or interrupted, together."""
 
-    def __init__(self, con: Connection, setup: Callable[[Connection], None]) -> None:
+    def __init__(self, con: Connection) -> None:
         self._con = con
-        self._setup = setup
         self._local = threading.local()
         self._lock = threading.Lock()
         self._all: list[Connection] = []
@@ -206,8 +205,8 @@ class _Cursors:
     def get(self) -> Connection:
         cursor = getattr(self._local, "con", None)
         if cursor is None:
+            # A cursor takes its settings from the connection (engine.connect).
             cursor = self._local.con = self._con.cursor()
-            self._setup(cursor)
             with self._lock:
                 self._all.append(cursor)
         return cursor
@@ -224,28 +223,21 @@ class _Cursors:
             self._all.clear()
 
 
-def _connect(path: str | Path | None, block_size: int | None) -> Connection:
-    if path is None:
-        return duckdb.connect(":memory:")
-    if block_size is not None:
-        try:
-            return duckdb.connect(str(path), config={"default_block_size": str(block_size)})
-        except duckdb.Error:  # a DuckDB without the option (before 1.2): its own block size
-            pass
-    return duckdb.connect(str(path))
-
-
 class Database:
     """Tables for every relation of `program`, in memory (path=None) or in a DuckDB file."""
 
     def __init__(
-        self, program: Program, path: str | Path | None = None, block_size: int | None = None
+        self,
+        program: Program,
+        path: str | Path | None = None,
+        block_size: int | None = None,
+        limits: Limits = NO_LIMITS,
     ) -> None:
-        """`block_size`: of a new database file, in bytes, where DuckDB lets it be chosen."""
+        """`block_size`: of a new database file, in bytes, where DuckDB lets it be chosen;
+        `limits`: what the connection may use (engine.connect)."""
         self.program = program
-        self.con = _connect(path, block_size)
+        self.con = connect(path, block_size=block_size, limits=limits)
         _OPEN.add(self)
-        self._set_session(self.con)
         self._compiler = SqlCompiler(program.relations)
         self._compiled: list[list[_RuleSql]] | None = None
         self._sizes: dict[str, int] = {}  # relation sizes, maintained during evaluate()
@@ -266,20 +258,15 @@ class Database:
             self.con.close()
             raise
 
-    @staticmethod
-    def _set_session(con: duckdb.DuckDBPyConnection) -> None:
-        """Per-connection settings (each evaluation thread has its own connection)."""
-        # Soufflé leaves x/0 undefined; NULL makes the rule not fire instead of aborting the run.
-        con.execute("SET error_on_division_by_zero = false")
-
     @classmethod
-    def open(cls, program: Program, path: str | Path, read_only: bool = True) -> Database:
-        """Reopen a database file (no tables are created, nothing evaluated)."""
+    def open(
+        cls, program: Program, path: str | Path, read_only: bool = True, limits: Limits = NO_LIMITS
+    ) -> Database:
+        """Reopen a database file of `program`, evaluated (no tables are created)."""
         self = cls.__new__(cls)
         self.program = program
-        self.con = duckdb.connect(str(path), read_only=read_only)
+        self.con = connect(path, read_only=read_only, limits=limits)
         _OPEN.add(self)
-        cls._set_session(self.con)
         self._compiler = SqlCompiler(program.relations)
         self._compiled = None
         self._sizes = {}
@@ -293,12 +280,12 @@ class Database:
         return self
 
     @classmethod
-    def from_copy(cls, program: Program, template: str | Path, path: str | Path) -> Database:
-        """A new database file at `path`, a copy of `template`: a database file of this program
-        that holds its tables and its facts and was never evaluated.  Copying a file is several
-        times faster than creating some 200 tables (a few ms against 50)."""
-        shutil.copyfile(template, path)
-        db = cls.open(program, path, read_only=False)
+    def from_template(cls, program: Program, path: str | Path, limits: Limits = NO_LIMITS) -> Database:
+        """Open the database file `path`, a copy of a template: a database file of this
+        program that holds its tables and its facts and was never evaluated.  Copying a file is
+        several times faster than creating some 200 tables (a few ms against 50).  ValueError
+        when it holds fewer tables than the program's."""
+        db = cls.open(program, path, read_only=False, limits=limits)
         try:
             have = {
                 name
@@ -307,10 +294,9 @@ class Database:
                 ).fetchall()
             }
             if not have.issuperset(program.relations):
-                raise ValueError(f"{template}: not a database of this program")
+                raise ValueError(f"{path}: not a database of this program")
         except BaseException:
             db.close()
-            Path(path).unlink(missing_ok=True)
             raise
         db._evaluated = False  # no derived tuple to clear
         return db
@@ -604,7 +590,7 @@ class Database:
             for index in range(len(strata)):
                 stats[index] = run_one(index, self.con)
         else:
-            self._cursors = _Cursors(self.con, self._set_session)
+            self._cursors = _Cursors(self.con)
             self._round_pool = ThreadPoolExecutor(max_workers=self.concurrency)
             try:
                 self._run_concurrently(run_one, stats, waits, needed_by)
@@ -714,14 +700,17 @@ class Database:
             self.staged.add(relation)
         return table
 
-    def update(self, changes: Mapping[str, tuple[str | None, str | None]]) -> EvalStats:
+    def update(
+        self, changes: Mapping[str, tuple[str | None, str | None]], max_changed: int | None = None
+    ) -> EvalStats:
         """Bring every derived relation up to date after input facts changed, by incremental
         maintenance (see incremental.py), with the same result as evaluate() from scratch.
 
         `changes`: per input relation, a SELECT of the rows it loses (each one of its rows)
         and a SELECT of the rows it gains (each new to it unless it is also lost), by column
         position; None for none.  They may read the previous state (incremental.OLD_DB) and
-        the staging tables."""
+        the staging tables.  With `max_changed`, UpdateTooLarge is raised, before anything
+        changes, when the inputs would lose and gain more tuples than that (net)."""
         from .incremental import (
             GENERATION_SPAN,
             GENERATION_TABLE,
@@ -736,7 +725,7 @@ class Database:
             raise DatalogError("update() needs evaluated results", source=self.program.source)
         self._sizes = self._row_counts()
         found = Changes()
-        for relation, (deleted, inserted) in self._change_inputs(changes).items():
+        for relation, (deleted, inserted) in self._change_inputs(changes, max_changed).items():
             for kind in ("lost", "netlost"):
                 found.set(kind, relation, deleted, change_table("del", relation))
             for kind in ("gained", "netgained"):
@@ -756,7 +745,7 @@ class Database:
         return stats
 
     def _change_inputs(
-        self, changes: Mapping[str, tuple[str | None, str | None]]
+        self, changes: Mapping[str, tuple[str | None, str | None]], max_changed: int | None = None
     ) -> dict[str, tuple[int, int]]:
         """Apply the input relations' changes; returns the rows each lost and gained (net).
         The statements go in few calls: most relations change by a few rows or none."""
@@ -788,6 +777,11 @@ class Database:
             names[k]: (int(d), int(i))
             for k, d, i in self.con.execute(" UNION ALL ".join(counting)).fetchall()
         }
+        changed = sum(d + i for d, i in counts.values())
+        if max_changed is not None and changed > max_changed:
+            from .incremental import UpdateTooLarge
+
+            raise UpdateTooLarge(changed, max_changed)
         applying = []
         for relation, (deleted, inserted) in counts.items():
             rel = self._relation(relation)
@@ -963,11 +957,16 @@ class Database:
         )
 
     def _count_all(self) -> dict[str, int]:
-        names = list(self.program.relations)
+        return self.counts(list(self.program.relations))
+
+    def counts(self, names: list[str]) -> dict[str, int]:
+        """The tuples of each relation in `names`, in one query."""
+        for name in names:
+            self._relation(name)
         sql = " UNION ALL ".join(
             f"SELECT {i} AS k, count(*) AS n FROM {quote(name)}" for i, name in enumerate(names)
         )
-        counts = dict(self.con.execute(sql).fetchall())
+        counts = dict(self.con.execute(sql).fetchall()) if names else {}
         return {name: int(counts[i]) for i, name in enumerate(names)}
 
     def _row_counts(self) -> dict[str, int]:

@@ -47,6 +47,14 @@ GENERATION_TABLE = "cpq_generation"
 GENERATION_SPAN = 1 << 40
 
 
+class UpdateTooLarge(Exception):
+    """The inputs changed too much for an update to pay: evaluate from scratch instead."""
+
+    def __init__(self, changed: int, limit: int) -> None:
+        super().__init__(f"{changed} input tuples changed, more than {limit}")
+        self.changed = changed
+
+
 def old_table(relation: str) -> str:
     return f"{OLD_DB}.{quote(relation)}"
 

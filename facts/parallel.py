@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from functools import partial
+from typing import Protocol
 
-from ..store import FactStore
 from . import Skipped, SourceText, extract_source, line_count
 from .extract import module_name_for
 from .store import pack_facts
@@ -89,32 +89,38 @@ def _init_worker() -> None:
     gc.freeze()
 
 
-def cache_key(source: SourceText, deep: bool) -> str:
-    return f"{source.sha}:{'d' if deep else 's'}"
+class FactSource(Protocol):
+    """Facts extracted by an earlier run (the fact store): packed facts, or why the file could
+    not be extracted."""
+
+    def get_many(self, files: list[tuple[SourceText, bool]]) -> dict[str, bytes | str]:
+        """What it holds for these (file, extracted in depth) pairs, by relpath."""
+        ...
+
+    def put(self, source: SourceText, deep: bool, data: bytes | str) -> None:
+        """Keep what the extraction of `source` gave."""
+        ...
 
 
 class Extraction:
     """Facts for each source, in order, as soon as each is ready: a file is handed on while
     later ones are still being extracted, so the caller never holds every file's facts at
     once.  The work starts on creation (so the caller can prepare the database meanwhile);
-    iterate for (relpath, packed facts or the reason the file was skipped), then `close`.
-    New facts go to the store."""
+    iterate for (source, packed facts or the reason the file was skipped), then `close`.
+    What the workers extract goes to the fact source."""
 
     def __init__(
         self,
         sources: list[SourceText],
         deep: set[str],
-        store: FactStore | None,
+        store: FactSource | None,
         jobs: int | None = None,
     ) -> None:
         self._sources = sources
         self.deep = deep
         self._store = store
-        self._cached = (
-            store.get_many([(s.relpath, cache_key(s, s.relpath in deep)) for s in sources])
-            if store is not None
-            else {}
-        )
+        self._cached = store.get_many([(s, s.relpath in deep) for s in sources]) if store is not None else {}
+        self.from_source = len(self._cached)
         todo = [(s.relpath, s.text, s.relpath in deep) for s in sources if s.relpath not in self._cached]
         todo = _work_order(todo)
         self._pool: ProcessPoolExecutor | None = None
@@ -136,21 +142,20 @@ class Extraction:
             use_zstd = todo_bytes >= PARALLEL_MIN_BYTES
             self._results = map(partial(_extract_packed, use_zstd=use_zstd), todo)
 
-    def __iter__(self) -> Iterator[tuple[str, bytes | str]]:
+    def __iter__(self) -> Iterator[tuple[SourceText, bytes | str]]:
         by_path = {s.relpath: s for s in self._sources}
         ready: dict[str, bytes | str] = {}
         for s in self._sources:
             hit = self._cached.pop(s.relpath, None)
             if hit is not None:
-                yield s.relpath, hit
+                yield s, hit
                 continue
             while s.relpath not in ready:
                 relpath, packed = next(self._results)
-                if self._store is not None and isinstance(packed, bytes):
-                    key = cache_key(by_path[relpath], relpath in self.deep)
-                    self._store.put(relpath, key, packed)
+                if self._store is not None:
+                    self._store.put(by_path[relpath], relpath in self.deep, packed)
                 ready[relpath] = packed
-            yield s.relpath, ready.pop(s.relpath)
+            yield s, ready.pop(s.relpath)
 
     def close(self) -> None:
         """Stop the workers (also when the caller stopped early)."""
@@ -168,9 +173,9 @@ class Extraction:
 def extract_all(
     sources: list[SourceText],
     deep: set[str],
-    store: FactStore | None,
+    store: FactSource | None,
     jobs: int | None = None,
 ) -> dict[str, bytes | str]:
     """relpath -> packed facts, or the reason the file was skipped."""
     with Extraction(sources, deep, store, jobs) as extraction:
-        return dict(extraction)
+        return {source.relpath: data for source, data in extraction}

@@ -1,7 +1,8 @@
 """Gather the facts of many files into one id space, column by column, ready for the engine.
 
-Each file's node ids start at 0; here they are shifted by the number of nodes
-seen before, so ids are unique across the assessed tree. Facts travel as
+Each file's node ids start at 0; here they are shifted by the file's base (see
+`facts.node_ids`; by default, the number of nodes seen before), so ids are unique
+across the assessed tree. Facts travel as
 columns (lists per column) and the shift is done with NumPy on whole columns.
 With a sink, the set hands full batches to it (the database) and frees them,
 so a large tree never sits in Python lists all at once.
@@ -9,7 +10,6 @@ so a large tree never sits in Python lists all at once.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import struct
 import zlib
@@ -34,10 +34,6 @@ Columns = dict[str, list]
 FLUSH_VALUES = 8_000_000  # values buffered before a batch goes to the sink
 
 
-def id_span(nodes: int) -> int:
-    """The node ids set aside for a file of `nodes` nodes: its own and some room to grow, so
-    that an edit which adds a few nodes keeps the file's ids (see update.py)."""
-    return nodes + nodes // 16 + 32 if nodes else 0
 SINK_GROUP_VALUES = 500_000  # relations handed over together up to this many values
 _INT_SIZE = 8  # bytes of an int64
 
@@ -61,11 +57,12 @@ def rows_to_columns(rows: dict[str, list[tuple]]) -> Columns:
     return out
 
 
-FACTS_SHA_BYTES = 20
-# After the hash: the codec (b"Z" zstd, b"D" zlib) and the uncompressed size, which zstd's
-# decompressor wants first.
+# The codec (b"Z" zstd, b"D" zlib) and the uncompressed size, which zstd's decompressor wants
+# first.
 _HEADER = struct.Struct("<cQ")
 _MAX_RATIO = 1000  # more than facts ever compress by: a larger size is a damaged header
+# No file's facts come near this: a larger size is a damaged header, refused before allocating.
+MAX_UNPACKED_BYTES = 1 << 30
 
 
 @cache
@@ -83,58 +80,22 @@ def pack_facts(
     level 1 (about 6x, as zlib's fastest level, at 2.5 times its speed, and 1.8 times its speed
     to decompress): the store then writes and reads a sixth of the bytes.  Without `use_zstd`,
     with zlib's fastest level: for a few small files, importing pyarrow (for its zstd) would
-    cost more than zstd saves.
-
-    The first bytes are a hash of the facts without the file's line count (see `facts_sha`)."""
+    cost more than zstd saves."""
     columns = rows_to_columns(rows)
-    sha = hashlib.sha1(str(node_count).encode())
-    for rel in sorted(columns):
-        cols = columns[rel]
-        if rel == "source_file":
-            cols = cols[:2]  # file and module, not the line count
-        elif rel == "scope":
-            cols = [*cols[:5], _without_module_end(cols[1], cols[5])]
-        sha.update(rel.encode())
-        for col in cols:
-            # Canonical bytes (marshal's output also depends on how objects are shared).
-            sha.update(b"\1" + col if isinstance(col, bytes) else b"\2" + _joined(col))
     payload = marshal.dumps((columns, node_count, lines))
     zstd = _zstd() if use_zstd else None
     if zstd is None:  # or a pyarrow built without zstd
-        return sha.digest() + _HEADER.pack(b"D", len(payload)) + zlib.compress(payload, 1)
-    return sha.digest() + _HEADER.pack(b"Z", len(payload)) + zstd.compress(payload, asbytes=True)
-
-
-def _without_module_end(kinds: list, end_lines: bytes) -> bytes:
-    """The scopes' last lines, but the module's (the file's line count) left out."""
-    ends = array("q")
-    ends.frombytes(end_lines)
-    for i, kind in enumerate(kinds):
-        if kind == "module":
-            ends[i] = 0
-    return ends.tobytes()
-
-
-def _joined(values: list) -> bytes:
-    # The lengths make it unambiguous whatever the strings hold.
-    text = "".join(values).encode("utf-8", "surrogatepass")
-    return array("q", map(len, values)).tobytes() + text
-
-
-def facts_sha(packed: bytes) -> bytes:
-    """What a file gives the evaluation, hashed: every fact, node ids included, but not the
-    file's line count (source_file's, and the module scope's last line).  An edit that
-    changes no fact (a comment, blank lines at the end) keeps it, and with it the results."""
-    return packed[:FACTS_SHA_BYTES]
+        return _HEADER.pack(b"D", len(payload)) + zlib.compress(payload, 1)
+    return _HEADER.pack(b"Z", len(payload)) + zstd.compress(payload, asbytes=True)
 
 
 def unpack_facts(data: bytes) -> tuple[Columns, int, int]:
     """The inverse of `pack_facts`; ValueError when the data is not such a file's facts."""
-    header = FACTS_SHA_BYTES + _HEADER.size
+    header = _HEADER.size
     if len(data) < header:
         raise ValueError("not packed facts: too short")
-    codec, size = _HEADER.unpack_from(data, FACTS_SHA_BYTES)
-    if size > _MAX_RATIO * (len(data) - header) + 4096:
+    codec, size = _HEADER.unpack_from(data, 0)
+    if size > _MAX_RATIO * (len(data) - header) + 4096 or size > MAX_UNPACKED_BYTES:
         raise ValueError("not packed facts: bad size")
     zstd = _zstd() if codec == b"Z" else None
     if codec != b"D" and zstd is None:
@@ -162,7 +123,7 @@ def unpack_facts(data: bytes) -> tuple[Columns, int, int]:
                     raise ValueError(f"bad column in {rel!r}")
                 sizes.add(len(col) // _INT_SIZE)
             else:
-                if not isinstance(col, list):
+                if not isinstance(col, list) or not set(map(type, col)) <= {str}:
                     raise ValueError(f"bad column in {rel!r}")
                 sizes.add(len(col))
         if len(sizes) != 1:
@@ -186,11 +147,12 @@ class FactSet:
         self._sink = sink
 
     def add_file(self, columns: Columns, node_count: int, base: int | None = None) -> int:
-        """Add a file's facts with its ids shifted by `base` (by default, after the ids of
-        the files added before); returns the base."""
+        """Add a file's facts with its ids shifted by `base` (by default, right after the ids of
+        the files added before: numbered densely, as Soufflé's 32-bit numbers want); returns
+        the base."""
         if base is None:
             base = self._next_base
-        self._next_base = max(self._next_base, base + id_span(node_count))
+        self._next_base = max(self._next_base, base + node_count)
         for relation, cols in columns.items():
             n = _column_length(cols[0]) if cols else 0
             if n == 0:
@@ -206,12 +168,6 @@ class FactSet:
             self._total += n
         if self._sink is not None and self._buffered >= FLUSH_VALUES:
             self.flush()
-        return base
-
-    def skip(self, node_count: int) -> int:
-        """Reserve the ids of a file whose facts come from elsewhere; returns its base."""
-        base = self._next_base
-        self._next_base += id_span(node_count)
         return base
 
     def add(self, relation: str, row: tuple) -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from cpq.assessment import assess
 from cpq.context import Context
 from cpq.engine import DatalogError, parse_program
+from cpq.engine.connect import Limits
 from cpq.engine.database import Database
 from cpq.explain.proof import Prover
 
@@ -74,7 +75,8 @@ def _updated(folder: Path, before: tuple[Edges, Marks], after: tuple[Edges, Mark
         leftover.unlink()
     _evaluated_file(previous, *before)
     shutil.copyfile(previous, current)
-    db = Database.open(parse_program(PROGRAM, "test.dl"), current, read_only=False)
+    limits = Limits(directories=(str(folder),))  # where it may attach the previous results
+    db = Database.open(parse_program(PROGRAM, "test.dl"), current, read_only=False, limits=limits)
     db.begin_update(previous)
     changes = {}
     for relation, rows in (("e", after[0]), ("mark", after[1])):
@@ -163,7 +165,7 @@ def _key(result) -> list[tuple]:  # type: ignore[no-untyped-def]
 def _same_as_from_scratch(tree: Path, ctx: Context) -> None:
     cached = assess(tree, ctx, use_cache=True, keep_database=False)
     fresh = assess(tree, ctx)
-    assert cached.updated
+    assert cached.how == "saved results updated"
     assert _key(cached) == _key(fresh)
     assert (cached.verdict, cached.decision.gates, cached.decision.api_gaps) == (
         fresh.verdict,
@@ -212,12 +214,12 @@ def test_a_damaged_previous_result_is_evaluated_from_scratch(tree: Path) -> None
     path = tree / "particle_loop.py"
     path.write_text(path.read_text() + "\nanother = 1\n")
     edited = assess(tree, ctx, use_cache=True, keep_database=False)
-    assert not edited.updated
+    assert edited.how == "evaluated"
     assert _key(edited) == _key(assess(tree, ctx))
 
 
 def test_many_changed_files_are_evaluated_from_scratch(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import cpq.update as update
+    import cpq.cache.update as update
 
     monkeypatch.setattr(update, "UPDATE_MAX_FILES", 1)
     monkeypatch.setattr(update, "UPDATE_MAX_SHARE", 0.0)
@@ -226,46 +228,26 @@ def test_many_changed_files_are_evaluated_from_scratch(tree: Path, monkeypatch: 
     for name in ("particle_loop.py", "wave_equation.py"):
         (tree / name).write_text((tree / name).read_text() + "\nanother = 1\n")
     edited = assess(tree, ctx, use_cache=True, keep_database=False)
-    assert not edited.updated
+    assert edited.how == "evaluated"
     assert _key(edited) == _key(assess(tree, ctx))
 
 
-def test_a_changed_file_keeps_its_ids_while_it_fits_and_moves_above_every_file_when_not() -> None:
-    from cpq.facts.store import id_span
-    from cpq.reuse import FileLayout
-    from cpq.update import plan_update
+def test_an_edit_that_changes_too_many_facts_is_evaluated_from_scratch(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edit at the top of a file moves every id and line after it: beyond the update's
+    limit on changed facts, the run evaluates afresh (the edited file's facts, extracted for
+    the update, come from the fact store)."""
+    import cpq.cache.update as update
 
-    layout = {
-        "a.py": FileLayout("ka", 0, 100, b""),
-        "b.py": FileLayout("kb", id_span(100), 50, b""),
-    }
-    plan = plan_update(Path("r.duckdb"), layout, {"b.py": layout["b.py"]}, 2)
-    assert plan is not None and plan.gone == ["a.py"]
-    assert plan.place("a.py", id_span(100)) == 0  # grows into the room left after it
-    top = plan.next_free
-    assert plan.place("new.py", 10) == top and plan.next_free == top + id_span(10)
-    plan = plan_update(Path("r.duckdb"), layout, {"b.py": layout["b.py"]}, 2)
-    assert plan is not None and plan.place("a.py", id_span(100) + 1) == plan.next_free - id_span(
-        id_span(100) + 1
-    )
-
-
-def test_ids_spread_too_far_are_numbered_afresh() -> None:
-    from cpq.reuse import FileLayout
-    from cpq.update import plan_update
-
-    layout = {"a.py": FileLayout("ka", 50_000_000, 10, b"")}
-    assert plan_update(Path("r.duckdb"), layout, {}, 1) is None
-
-
-def test_the_copy_of_unchanged_facts_merges_neighbours_across_their_room_to_grow() -> None:
-    from cpq.facts.store import id_span
-    from cpq.reuse import FileLayout, segments
-
-    a = FileLayout("ka", 0, 100, b"")
-    b = FileLayout("kb", id_span(100), 40, b"")
-    c = FileLayout("kc", id_span(100) + id_span(40), 7, b"")
-    layout = {"a.py": a, "b.py": b, "c.py": c}
-    # a and b shift alike: one range; c is not copied (it changed), so its ids stay out.
-    runs = segments({"a.py": (a, 10), "b.py": (b, b.base + 10)}, layout)
-    assert runs == [(0, c.base, 10)]
+    ctx = Context.from_options(elements="20M")
+    assess(tree, ctx, use_cache=True, keep_database=False)
+    monkeypatch.setattr(update, "UPDATE_MIN_CHANGED", 10)
+    monkeypatch.setattr(update, "UPDATE_MAX_CHANGED_SHARE", 0.0)
+    path = tree / "wave_equation.py"
+    path.write_text("import os\n" + path.read_text())
+    edited = assess(tree, ctx, use_cache=True, keep_database=False)
+    assert edited.how == "evaluated" and edited.cache_hits == 4
+    assert _key(edited) == _key(assess(tree, ctx))
+    path.write_text(path.read_text() + "# the end\n")  # two facts change: within the limit
+    assert assess(tree, ctx, use_cache=True, keep_database=False).how == "saved results updated"

@@ -42,13 +42,15 @@ from conftest import EXAMPLES
 from typer.testing import CliRunner, Result
 
 import cpq
-import cpq.store as cpq_store
+import cpq.cache.keys as cache_keys
 from cpq.assessment import assess
+from cpq.cache import CACHE_DIRNAME
+from cpq.cache.facts_store import FACTS_FILE
+from cpq.cache.results import PREFIX as RESULTS_PREFIX
 from cpq.cli.app import app
 from cpq.context import Context
 from cpq.facts import FileFacts, SourceText, extract_source
 from cpq.facts.discover import SKIP_DIRS, SOURCE_SUFFIXES
-from cpq.store import CACHE_DIRNAME, FACTS_FILE, RESULTS_PREFIX
 
 PACKAGE = Path(cpq.__file__).resolve().parent
 
@@ -961,7 +963,8 @@ ALLOWED = {
         "manifest/introspect.py",  # cupynumeric / numpy, when the manifest is rebuilt
         "manifest/numpy_side.py",
     },
-    "pickle": {"assessment.py"},  # parsed rules.dl cached in ~/.cache/cpq (never the tree)
+    # Parsed rules.dl cached in ~/.cache/cpq, unpickled only behind a MAC (cache/trust.py).
+    "pickle": {"cache/user_cache.py"},
     "marshal": {"facts/store.py"},  # per-file facts (packed by the workers, kept in .cpq/)
     "multiprocessing": {"facts/parallel.py"},  # fork workers for extraction
 }
@@ -1348,7 +1351,7 @@ def test_damaged_results_file_is_recomputed(example_tree: Path, tmp_path: Path, 
         )
     again = assess(example_tree, CTX, use_cache=True, cache_dir=store)
     assert _key(again) == reference
-    assert not again.reused_results
+    assert again.how != "saved results reused"
 
 
 def test_store_written_by_another_version_is_not_trusted(example_tree: Path, tmp_path: Path) -> None:
@@ -1368,21 +1371,19 @@ def test_store_written_by_another_version_is_not_trusted(example_tree: Path, tmp
 def test_results_of_another_cpq_version_are_not_reused(
     example_tree: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    import cpq.assessment as assessment
-
     store = tmp_path / "store"
-    monkeypatch.setattr(assessment, "__version__", "0.0.0-other")
+    monkeypatch.setattr(cache_keys, "__version__", "0.0.0-other")
     assess(example_tree, CTX, use_cache=True, cache_dir=store)
     monkeypatch.undo()
-    assert not assess(example_tree, CTX, use_cache=True, cache_dir=store).reused_results
+    assert assess(example_tree, CTX, use_cache=True, cache_dir=store).how != "saved results reused"
 
 
 def test_results_of_another_extractor_are_not_reused(example_tree: Path, tmp_path: Path, monkeypatch) -> None:
     store = tmp_path / "store"
-    monkeypatch.setattr(cpq_store, "extractor_stamp", lambda: "older-extractor")
+    monkeypatch.setattr(cache_keys, "extractor_stamp", lambda: "older-extractor")
     assess(example_tree, CTX, use_cache=True, cache_dir=store)
     monkeypatch.undo()
-    assert not assess(example_tree, CTX, use_cache=True, cache_dir=store).reused_results
+    assert assess(example_tree, CTX, use_cache=True, cache_dir=store).how != "saved results reused"
 
 
 def test_store_path_taken_by_a_file_or_unwritable(example_tree: Path, tmp_path: Path) -> None:

@@ -8,8 +8,12 @@ from pathlib import Path
 import pytest
 
 from cpq.assessment import assess
+from cpq.cache.facts_store import FACTS_FILE, open_store
+from cpq.cache.keys import extractor_stamp
 from cpq.context import Context
-from cpq.store import FACTS_FILE, open_store
+
+REUSED = "saved results reused"
+UPDATED = "saved results updated"
 
 
 def _key(result) -> list[tuple]:
@@ -19,10 +23,10 @@ def _key(result) -> list[tuple]:
 def test_same_findings_cold_warm_and_without_cache(tree: Path) -> None:
     ctx = Context.from_options(elements="20M")
     cold = assess(tree, ctx, use_cache=True)
-    assert cold.cache_hits == 0 and not cold.reused_results
+    assert cold.cache_hits == 0 and cold.how == "evaluated"
     assert (tree / ".cpq" / FACTS_FILE).exists()
     warm = assess(tree, ctx, use_cache=True)
-    assert warm.reused_results
+    assert warm.how == REUSED
     uncached = assess(tree, ctx, use_cache=False)
     assert _key(cold) == _key(warm) == _key(uncached)
     assert cold.verdict == warm.verdict == uncached.verdict
@@ -35,7 +39,7 @@ def test_an_edited_file_is_reparsed_and_the_rest_comes_from_the_cache(tree: Path
     path = tree / "wave_equation.py"
     path.write_text(path.read_text() + "\n\ndef extra(a: np.ndarray):\n    return a.item()\n")
     edited = assess(tree, ctx, use_cache=True)
-    assert not edited.reused_results
+    assert edited.how == UPDATED
     assert edited.cache_hits == 3
     assert _key(edited) == _key(assess(tree, ctx, use_cache=False))
 
@@ -44,20 +48,20 @@ def _close(result) -> None:
     result.db.close()  # as the next process would find the store
 
 
-def test_an_edit_that_changes_no_fact_reuses_the_results(tree: Path) -> None:
+def test_an_edit_that_changes_no_fact_but_the_line_count_updates_the_results(tree: Path) -> None:
     ctx = Context.from_options(elements="20M")
     first = assess(tree, ctx, use_cache=True)
     _close(first)
     path = tree / "wave_equation.py"
     path.write_text(path.read_text() + "# a comment at the end changes no fact\n\n")
     edited = assess(tree, ctx, use_cache=True)
-    assert edited.reused_results
+    assert edited.how == UPDATED
     assert _key(edited) == _key(first)
-    assert edited.lines == first.lines + 2  # counted from the sources, not the saved run
+    assert edited.lines == first.lines + 2
     _close(edited)
-    # The saved run now carries the new line count, for `cpq query source_file` too.
+    # The saved run carries the new line count, for `cpq query source_file` too.
     warm = assess(tree, ctx, use_cache=True)
-    assert warm.reused_results
+    assert warm.how == REUSED
     counts = {f: n for f, _, n in warm.db.rows("source_file")}
     assert counts["wave_equation.py"] == path.read_text().count("\n")
     assert _key(warm) == _key(assess(tree, ctx, use_cache=False))
@@ -70,7 +74,7 @@ def test_an_edit_that_moves_lines_or_adds_a_suppression_is_evaluated_again(tree:
     path = tree / "sync_in_loop.py"
     path.write_text("# a comment above everything moves every line\n" + path.read_text())
     moved = assess(tree, ctx, use_cache=True)
-    assert not moved.reused_results
+    assert moved.how == UPDATED
     assert _key(moved) == _key(assess(tree, ctx, use_cache=False))
     _close(moved)
     target = next(f for f in moved.findings if f.file == "sync_in_loop.py" and f.kind == "BLOCKS")
@@ -78,33 +82,34 @@ def test_an_edit_that_moves_lines_or_adds_a_suppression_is_evaluated_again(tree:
     lines[target.line - 1] += f"  # cpq: ignore[{target.code}] -- measured, fine"
     path.write_text("\n".join(lines) + "\n")
     suppressed = assess(tree, ctx, use_cache=True)
-    assert not suppressed.reused_results
+    assert suppressed.how == UPDATED
     assert _key(suppressed) == _key(assess(tree, ctx, use_cache=False))
     assert any(f.suppressed for f in suppressed.findings)
 
 
-def test_rules_that_read_line_counts_get_no_early_cutoff(tree: Path, tmp_path: Path) -> None:
-    from cpq.assessment import load_program, reads_line_counts, rules_text
-
-    assert not reads_line_counts(load_program())
+def test_rules_that_read_line_counts_see_them_after_an_update(tree: Path, tmp_path: Path) -> None:
     rules = tmp_path / "rules.dl"
+    from cpq.assessment import rules_text
+
     rules.write_text(
         rules_text() + "\n.decl long_file(f: symbol)\n.output long_file\n"
         "long_file(F) :- source_file(F, _, N), N > 40.\n"
     )
-    assert reads_line_counts(load_program(rules))
     first = assess(tree, rules_path=rules, use_cache=True)
+    assert ("wave_equation.py",) not in first.db.rows("long_file")
     _close(first)
     path = tree / "wave_equation.py"
-    path.write_text(path.read_text() + "#\n" * 3)
+    path.write_text(path.read_text() + "#\n" * 30)
     again = assess(tree, rules_path=rules, use_cache=True)
-    assert not again.reused_results
+    assert again.how == UPDATED
+    assert ("wave_equation.py",) in again.db.rows("long_file")
+    assert sorted(again.db.rows("long_file")) == sorted(assess(tree, rules_path=rules).db.rows("long_file"))
 
 
 def test_other_context_does_not_reuse_results(tree: Path) -> None:
     assess(tree, Context.from_options(elements="20M"), use_cache=True)
     other = assess(tree, Context.from_options(elements="20M", gpus=4), use_cache=True)
-    assert not other.reused_results
+    assert other.how == "evaluated"
     assert other.cache_hits == 4  # the facts are still reused
 
 
@@ -113,7 +118,7 @@ def test_removed_files_leave_the_store(tree: Path) -> None:
     (tree / "refactor_only.py").unlink()
     result = assess(tree, use_cache=True)
     assert "refactor_only.py" not in result.files
-    store = open_store(tree / ".cpq")
+    store, _ = open_store(tree / ".cpq", extractor_stamp())
     assert store is not None
     paths = {r[0] for r in store.con.execute("SELECT path FROM file_facts").fetchall()}
     store.close()
@@ -128,14 +133,14 @@ def test_corrupted_store_is_rebuilt(tree: Path) -> None:
         results.write_bytes(b"garbage")
     again = assess(tree, use_cache=True)
     assert _key(again) == _key(first)
-    assert assess(tree, use_cache=True).reused_results
+    assert assess(tree, use_cache=True).how == REUSED
 
 
 def test_unwritable_cache_dir_falls_back_to_no_cache(tree: Path, tmp_path: Path) -> None:
     blocker = tmp_path / "file-not-dir"
     blocker.write_text("x")
     result = assess(tree, use_cache=True, cache_dir=blocker / "cache")
-    assert result.findings and not result.reused_results
+    assert result.findings and result.how == "evaluated"
 
 
 def test_cache_dir_option(tree: Path, tmp_path: Path) -> None:
@@ -176,7 +181,7 @@ def test_verbose_line_says_where_the_results_came_from(tree: Path) -> None:
     assert "(saved results reused)" in verbose_line()
     path = tree / "particle_loop.py"
     path.write_text(path.read_text() + "# reviewed\n")
-    assert "(saved results reused, 1 changed file(s) parsed: same facts)" in verbose_line()
+    assert "(3 files unchanged, saved results updated)" in verbose_line()
     path.write_text(path.read_text() + "unused_name = 1\n")
     assert "(3 files unchanged, saved results updated)" in verbose_line()
 
@@ -190,10 +195,10 @@ def test_a_store_of_an_older_layout_is_replaced(tree: Path) -> None:
     con.execute("INSERT INTO file_facts VALUES ('sync_in_loop.py', 'x', 'old', 'junk'::BLOB)")
     con.close()
     first = assess(tree, use_cache=True)
-    assert not first.reused_results and first.cache_hits == 0
+    assert first.how == "evaluated" and first.cache_hits == 0
     _close(first)
     again = assess(tree, use_cache=True)
-    assert again.reused_results and _key(again) == _key(first)
+    assert again.how == REUSED and _key(again) == _key(first)
 
 
 @pytest.mark.parametrize(
@@ -203,67 +208,51 @@ def test_a_store_of_an_older_layout_is_replaced(tree: Path) -> None:
 def test_memory_limit_comes_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, value: str, expected: str
 ) -> None:
-    from cpq.assessment import memory_limit
+    from cpq.pipeline import memory_limit
 
     monkeypatch.setenv("CPQ_MEMORY_LIMIT", value)
     assert memory_limit() == expected
 
 
-def test_after_a_code_edit_unchanged_files_are_copied_with_the_ids_of_a_fresh_run(
-    tree: Path, monkeypatch: pytest.MonkeyPatch
+def test_after_an_edit_the_updated_results_hold_the_facts_of_a_fresh_run_node_ids_included(
+    tree: Path,
 ) -> None:
-    import cpq.reuse as reuse
-    import cpq.update as update
+    """A file's node ids depend on its path alone: what an update keeps and what it adds are
+    numbered as a fresh run numbers them, so `cpq query` answers alike either way."""
     from cpq.facts.schema import INPUT_RELATIONS
 
-    copies: list[int] = []
-    real_copy = reuse.copy_facts
-
-    def counting_copy(db, path, moves, layout):  # type: ignore[no-untyped-def]
-        copies.append(len(moves))
-        return real_copy(db, path, moves, layout)
-
-    monkeypatch.setattr(reuse, "copy_facts", counting_copy)
-    monkeypatch.setattr(update, "plan_update", lambda *args: None)  # the path of many edits
     ctx = Context.from_options(elements="20M")
     _close(assess(tree, ctx, use_cache=True))
-    # An edit early in discovery order, so the ids of every later file move.
     path = tree / "particle_loop.py"
-    path.write_text(path.read_text() + "\ndef extra(n):\n    return [i * i for i in range(n)]\n")
+    path.write_text("import numpy as np\n" + path.read_text() + "\ndef extra(n):\n    return np.ones(n)\n")
+    (tree / "added.py").write_text("import numpy as np\nx = np.zeros(8)\n")
+    (tree / "refactor_only.py").unlink()
     edited = assess(tree, ctx, use_cache=True)
-    assert copies == [3] and edited.cache_hits == 3 and not edited.reused_results
+    assert edited.how == UPDATED
     fresh = assess(tree, ctx, use_cache=False)
-    for name in INPUT_RELATIONS:
-        assert edited.db.rows(name) == fresh.db.rows(name), name
-    assert _key(edited) == _key(fresh)
-    assert edited.fact_count == fresh.fact_count
-    _close(edited)
-    # And the run after that starts from the edited run's results.
-    path.write_text(path.read_text() + "again = 2\n")
-    again = assess(tree, ctx, use_cache=True)
-    assert copies == [3, 3]
-    assert _key(again) == _key(assess(tree, ctx, use_cache=False))
-
-
-def test_when_the_previous_results_cannot_be_copied_the_store_gives_the_facts(
-    tree: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import cpq.reuse as reuse
-    import cpq.update as update
-
-    def scattered(db, path, moves, layout):  # type: ignore[no-untyped-def]
-        raise reuse.TooScattered(99)
-
-    monkeypatch.setattr(update, "plan_update", lambda *args: None)  # the path of many edits
-    ctx = Context.from_options(elements="20M")
-    _close(assess(tree, ctx, use_cache=True))
-    monkeypatch.setattr(reuse, "copy_facts", scattered)
-    path = tree / "particle_loop.py"
-    path.write_text(path.read_text() + "\nanother = 1\n")
-    edited = assess(tree, ctx, use_cache=True)
-    fresh = assess(tree, ctx, use_cache=False)
+    for name in [*INPUT_RELATIONS, "finding", "call_site", "array_var"]:
+        if name in fresh.db.program.relations:
+            assert sorted(edited.db.rows(name)) == sorted(fresh.db.rows(name)), name
     assert _key(edited) == _key(fresh) and edited.fact_count == fresh.fact_count
-    assert edited.db.rows("node") == fresh.db.rows("node")
+    _close(edited)
+
+
+def test_file_bases_depend_on_the_path_alone_and_never_collide() -> None:
+    from cpq.facts import node_ids
+
+    paths = [f"pkg/m{i}.py" for i in range(2000)]
+    bases = node_ids.file_bases(paths)
+    assert len(set(bases.values())) == len(paths)
+    assert node_ids.file_bases(["x.py", *paths])["pkg/m7.py"] == bases["pkg/m7.py"]
+    assert all(b % node_ids.MAX_NODES == 0 and 0 <= b < 1 << 62 for b in bases.values())
+
+
+def test_paths_whose_slots_meet_take_the_next_free_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpq.facts import node_ids
+
+    monkeypatch.setattr(node_ids, "_SLOTS", 4)  # every path meets another
+    bases = node_ids.file_bases([f"f{i}.py" for i in range(4)])
+    assert sorted(bases.values()) == [i << node_ids.SLOT_BITS for i in range(4)]
 
 
 def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch) -> None:
@@ -279,18 +268,17 @@ def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch
         if codec == "zlib":
             monkeypatch.setattr(packing, "_zstd", lambda: None)
         packed = packing.pack_facts(rows, 2, 3)
-        codecs[codec] = packed[packing.FACTS_SHA_BYTES : packing.FACTS_SHA_BYTES + 1]
+        codecs[codec] = packed[:1]
         columns, node_count, lines = packing.unpack_facts(packed)
         assert (node_count, lines) == (2, 3)
         assert columns["node"][1] == ["module", "call"]
-        assert packing.facts_sha(packed) == packing.facts_sha(packing.pack_facts(rows, 2, 99))
-        header = packing.FACTS_SHA_BYTES + 9
+        header = 9
         for damaged in (
-            packed[:12],
+            packed[:5],
             packed[:-2],
             packed[:header] + os.urandom(len(packed) - header),
-            packed[: packing.FACTS_SHA_BYTES] + b"?" + packed[packing.FACTS_SHA_BYTES + 1 :],
-            packed[: packing.FACTS_SHA_BYTES + 1] + b"\xff" * 8 + packed[header:],
+            b"?" + packed[1:],
+            packed[:1] + b"\xff" * 8 + packed[header:],
         ):
             with pytest.raises(ValueError):
                 packing.unpack_facts(damaged)
@@ -306,7 +294,7 @@ def test_a_small_run_imports_neither_numpy_nor_pyarrow(tree: Path) -> None:
     script = (
         "import sys; from pathlib import Path; from cpq.assessment import assess; "
         f"r = assess(Path({str(tree)!r}), use_cache=True); "
-        "print(r.reused_results, 'pyarrow' in sys.modules, 'numpy' in sys.modules)"
+        "print(r.how.split()[-1], 'pyarrow' in sys.modules, 'numpy' in sys.modules)"
     )
 
     def run() -> str:
@@ -314,8 +302,8 @@ def test_a_small_run_imports_neither_numpy_nor_pyarrow(tree: Path) -> None:
         assert done.returncode == 0, done.stderr
         return done.stdout.split()
 
-    assert run() == ["False", "False", "False"]  # cold: facts extracted, stored and loaded
-    assert run() == ["True", "False", "False"]  # warm: saved results reused
+    assert run() == ["evaluated", "False", "False"]  # cold: facts extracted, stored and loaded
+    assert run() == ["reused", "False", "False"]  # warm: saved results reused
 
 
 def test_a_small_trees_saved_results_take_little_room(tree: Path) -> None:
@@ -327,35 +315,48 @@ def test_a_small_trees_saved_results_take_little_room(tree: Path) -> None:
     assert len(saved) == 1
     assert saved[0].stat().st_size < 6_000_000
     again = assess(tree, use_cache=True)
-    assert again.reused_results and again.findings == result.findings
+    assert again.how == REUSED and again.findings == result.findings
 
 
 @pytest.mark.parametrize("size", [100, 300_000])
 def test_store_entries_round_trip_small_and_large_batches(tmp_path: Path, size: int) -> None:
-    """Few bytes of entries go to DuckDB as lists, many as Arrow: both read back whole."""
+    """Few bytes of entries go to DuckDB as lists, many as Arrow: both read back whole, and
+    so does why a file could not be extracted."""
     import os
 
-    store = open_store(tmp_path / ".cpq")
-    assert store is not None
-    entries = {f"f{i}.py": bytes(20) + os.urandom(size) for i in range(5)}
+    from cpq.facts import SourceText
+
+    (tmp_path / ".cpq").mkdir()
+    store, note = open_store(tmp_path / ".cpq", extractor_stamp())
+    assert store is not None and note is None
+    sources = {f"f{i}.py": SourceText(f"f{i}.py", "", sha=f"sha{i}") for i in range(5)}
+    entries = {path: b"Z" + os.urandom(size) for path in sources}
     for path, data in entries.items():
-        store.put(path, f"sha-{path}", data)
+        store.put(sources[path], True, data)
     store.write_pending()
-    store.put("f0.py", "sha-new", b"x" * 30)  # replaces the file's entry
+    changed = SourceText("f0.py", "", sha="new")
+    store.put(changed, True, "SyntaxError: invalid syntax at line 1")  # replaces the file's entry
     store.flush(set(entries))
     assert not store.broken
-    assert store.get_many([(p, f"sha-{p}") for p in entries if p != "f0.py"]) == {
-        p: d for p, d in entries.items() if p != "f0.py"
+    rest = [(s, True) for p, s in sources.items() if p != "f0.py"]
+    assert store.get_many(rest) == {p: d for p, d in entries.items() if p != "f0.py"}
+    assert store.get_many([(s, False) for s, _ in rest]) == {}  # extracted to another depth
+    assert store.get_many([(sources["f0.py"], True), (changed, True)]) == {
+        "f0.py": "SyntaxError: invalid syntax at line 1"
     }
-    assert store.get_many([("f0.py", "sha-f0.py"), ("f0.py", "sha-new")]) == {"f0.py": b"x" * 30}
-    store.close()
+    assert store.close() is None
+    again, note = open_store(tmp_path / ".cpq", extractor_stamp())  # sealed, so read again
+    assert again is not None and note is None
+    assert again.get_many(rest) == {p: d for p, d in entries.items() if p != "f0.py"}
+    again.close()
 
 
 def test_a_small_trees_results_file_starts_as_a_copy_of_the_tables_template(
     tree: Path, tmp_path: Path, monkeypatch
 ) -> None:
     """Creating some 200 tables is a tenth of a small run: the first run of a program keeps a
-    template beside the program cache, later ones copy it; a damaged template is replaced."""
+    sealed template in the user cache, later ones copy it; a template that fails its seal is
+    not used, and a new one takes its place."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     uncached = assess(tree, use_cache=False)
     first = assess(tree, use_cache=True)
@@ -363,34 +364,34 @@ def test_a_small_trees_results_file_starts_as_a_copy_of_the_tables_template(
     assert len(templates) == 1
     shutil.rmtree(tree / ".cpq")
     copied = assess(tree, use_cache=True)
-    assert _key(uncached) == _key(first) == _key(copied) and not copied.reused_results
+    assert _key(uncached) == _key(first) == _key(copied) and copied.how == "evaluated"
     assert copied.verdict == uncached.verdict
     templates[0].write_bytes(b"not a database" * 100)
     shutil.rmtree(tree / ".cpq")
     damaged = assess(tree, use_cache=True)
     assert _key(damaged) == _key(uncached)
-    assert list((tmp_path / "cache" / "cpq").glob("tables-*")) == []  # removed, not trusted
+    assert b"not a database" not in templates[0].read_bytes()  # made anew, not trusted
     shutil.rmtree(tree / ".cpq")
-    again = assess(tree, use_cache=True)  # the next new results file makes a new template
+    again = assess(tree, use_cache=True)
     assert _key(again) == _key(uncached)
     assert len(list((tmp_path / "cache" / "cpq").glob("tables-*.duckdb"))) == 1
 
 
-def test_the_program_cache_keeps_the_most_recently_used_entries(tmp_path: Path, monkeypatch) -> None:
+def test_the_user_cache_keeps_the_most_recently_used_entries(tmp_path: Path, monkeypatch) -> None:
     import os
 
-    from cpq import assessment
+    from cpq.cache import user_cache
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     folder = tmp_path / "cpq"
-    folder.mkdir()
+    folder.mkdir(mode=0o700)
     for age in range(12):
         entry = folder / f"tables-{age:02d}.duckdb"
         entry.write_bytes(b"x")
         os.utime(entry, (1_000_000 - age, 1_000_000 - age))
     (folder / "program-00.pickle").write_bytes(b"x")
-    assessment._mark_used(folder / "tables-11.duckdb")  # the oldest, used just now
-    assessment._prune_program_cache("tables-*.duckdb")
+    user_cache._mark_used(folder / "tables-11.duckdb")  # the oldest, used just now
+    user_cache._prune(folder, "tables-*.duckdb")
     kept = sorted(p.name for p in folder.glob("tables-*.duckdb"))
     assert kept == [f"tables-{age:02d}.duckdb" for age in (0, 1, 2, 3, 4, 5, 6, 11)]
     assert (folder / "program-00.pickle").exists()
@@ -398,10 +399,11 @@ def test_the_program_cache_keeps_the_most_recently_used_entries(tmp_path: Path, 
 
 def test_a_program_parsed_by_other_engine_code_is_parsed_again(tmp_path: Path, monkeypatch) -> None:
     from cpq import assessment
+    from cpq.cache import keys
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     for stamp in ("engine-a", "engine-b", "engine-a"):
-        monkeypatch.setattr(assessment, "engine_stamp", lambda stamp=stamp: stamp)
+        monkeypatch.setattr(keys, "engine_stamp", lambda stamp=stamp: stamp)
         assessment._program_from_text.cache_clear()
         assessment.load_program()
     assert len(list((tmp_path / "cpq").glob("program-*.pickle"))) == 2
@@ -414,30 +416,33 @@ def test_without_keep_database_the_saved_results_are_not_reopened(tree: Path) ->
     kept = assess(tree, use_cache=True)
     shutil.rmtree(tree / ".cpq")
     lean = assess(tree, use_cache=True, keep_database=False)
-    assert lean.db is None and not lean.reused_results
+    assert lean.db is None and lean.how == "evaluated"
     assert _key(lean) == _key(kept) and lean.verdict == kept.verdict
     assert lean.audit_notes == kept.audit_notes and lean.partial == kept.partial
     assert lean.fact_count == kept.fact_count and lean.lines == kept.lines
     again = assess(tree, use_cache=True)  # the lean run saved its results
-    assert again.reused_results and again.db is not None and _key(again) == _key(kept)
+    assert again.how == REUSED and again.db is not None and _key(again) == _key(kept)
     _close(again)
     _close(kept)
 
 
 def test_a_small_write_ahead_log_is_left_for_the_next_run_to_replay(tree: Path, monkeypatch) -> None:
     """Checkpointing the store rewrites every file's entry; an edit adds one. Below
-    WAL_KEPT_BYTES the log stays, and the next run reads its entries like any other."""
-    from cpq import store as store_module
+    WAL_KEPT_BYTES the log stays (sealed with the store), and the next run reads its entries
+    like any other."""
+    from cpq.cache import facts_store
 
     wal = tree / ".cpq" / (FACTS_FILE + ".wal")
     assess(tree, use_cache=True, keep_database=False)
     path = tree / "wave_equation.py"
     path.write_text(path.read_text() + "\nextra_name = 1\n")
     edited = assess(tree, use_cache=True, keep_database=False)
-    assert wal.exists() and 0 < wal.stat().st_size < store_module.WAL_KEPT_BYTES
+    assert wal.exists() and 0 < wal.stat().st_size < facts_store.WAL_KEPT_BYTES
+    for saved in (tree / ".cpq").glob("results-*.duckdb*"):
+        saved.unlink()
     again = assess(tree, use_cache=True, keep_database=False)
-    assert again.reused_results and _key(again) == _key(edited)
-    monkeypatch.setattr(store_module, "WAL_KEPT_BYTES", 0)
+    assert again.cache_hits == 4 and _key(again) == _key(edited)
+    monkeypatch.setattr(facts_store, "WAL_KEPT_BYTES", 0)
     path.write_text(path.read_text() + "\nmore = 2\n")
     assess(tree, use_cache=True, keep_database=False)
     assert not wal.exists()  # checkpointed as it closed

@@ -1,0 +1,313 @@
+"""Each file's extracted facts, kept so that an unchanged file is never parsed again.
+
+`facts.duckdb` in the store's folder holds one entry per file: its path, its entry key (content
+hash and extraction depth, see keys.entry_key), the extractor's stamp and the packed facts (or
+why the file could not be extracted: a syntax error is found again only when the file changes).
+The whole file (and its write-ahead log) is sealed when the store closes (trust.py) and checked
+before DuckDB opens it: a store that fails is removed and made anew.  One run at a time uses
+it (a lock file); a concurrent run assesses without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from ..engine.connect import Limits, connect, foreign_objects
+from ..engine.list_params import unnest_select
+from . import trust
+from .keys import entry_key
+
+if TYPE_CHECKING:
+    from ..facts import SourceText
+
+FACTS_FILE = "facts.duckdb"
+LOCK_FILE = "lock"
+SEAL_KIND = "fact store"
+PENDING_BYTES = 32 * 1024 * 1024  # new entries held in memory before they are written
+# Up to this many bytes of entries go to DuckDB as lists (no pyarrow import for a small tree).
+LIST_BATCH_BYTES = 1024 * 1024
+# Below this much write-ahead log, closing the store leaves it to be replayed by the next open
+# (a few ms per MB) instead of checkpointing: a checkpoint rewrites the table's row group with
+# every file's facts in it (65 ms on NumPy) for one edited file's entry.
+WAL_KEPT_BYTES = 4 * 1024 * 1024
+# No entry is read beyond this size: the facts of the largest file cpq reads are far smaller.
+MAX_ENTRY_BYTES = 256 * 1024 * 1024
+
+_COLUMNS = [("path", "VARCHAR"), ("key", "VARCHAR"), ("stamp", "VARCHAR"), ("data", "BLOB")]
+_TABLE = "file_facts"
+
+
+# An entry that starts with this byte holds why the file could not be extracted (packed facts
+# start with their codec's letter).
+_FAILED = b"!"
+
+
+def _decoded(entry: bytes) -> bytes | str:
+    if entry.startswith(_FAILED):
+        return entry[len(_FAILED) :].decode("utf-8", "surrogatepass")
+    return entry
+
+
+class StoreUnusable(Exception):
+    """The store cannot be used for this run; the message says why."""
+
+
+@dataclass
+class FactStore:
+    """Packed facts by (path, entry key), under one extractor stamp."""
+
+    directory: Path
+    con: duckdb.DuckDBPyConnection
+    stamp: str
+    lock: int  # the descriptor holding the store's lock
+    hits: int = 0
+    _pending: list[tuple[str, str, bytes]] = field(default_factory=list)
+    _pending_bytes: int = 0
+    broken: str | None = None  # why a write failed: the store is then left alone and not sealed
+
+    def get_many(self, files: list[tuple[SourceText, bool]]) -> dict[str, bytes | str]:
+        """What is kept for these (file, extracted in depth) pairs, in one query: packed facts,
+        or why the file could not be extracted."""
+        if not files or self.broken:
+            return {}
+        self.write_pending()  # what this run extracted so far is found too
+        keys = [(source.relpath, entry_key(source, deep)) for source, deep in files]
+        wanted = unnest_select([("path", "VARCHAR"), ("key", "VARCHAR")])
+        try:
+            rows = self.con.execute(
+                f"SELECT f.path, f.data FROM {_TABLE} f JOIN ({wanted}) w "
+                "ON f.path = w.path AND f.key = w.key WHERE f.stamp = ? AND octet_length(f.data) <= ?",
+                [[p for p, _ in keys], [k for _, k in keys], self.stamp, MAX_ENTRY_BYTES],
+            ).fetchall()
+        except duckdb.Error as exc:
+            self.broken = f"cannot read it ({exc.__class__.__name__})"
+            return {}
+        found = {path: _decoded(bytes(data)) for path, data in rows}
+        self.hits += len(found)
+        return found
+
+    def put(self, source: SourceText, deep: bool, data: bytes | str) -> None:
+        entry = data if isinstance(data, bytes) else _FAILED + data.encode("utf-8", "surrogatepass")
+        self._pending.append((source.relpath, entry_key(source, deep), entry))
+        self._pending_bytes += len(entry)
+        if self._pending_bytes >= PENDING_BYTES:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write the entries put so far (each replaces the file's previous entry)."""
+        if not self._pending:
+            return
+        paths = [p for p, _, _ in self._pending]
+        columns = [
+            paths,
+            [k for _, k, _ in self._pending],
+            [self.stamp] * len(paths),
+            [d for _, _, d in self._pending],
+        ]
+        delete = (f"DELETE FROM {_TABLE} WHERE path IN (SELECT unnest(?))", [paths])
+        if self._pending_bytes <= LIST_BATCH_BYTES:
+            self._transaction([delete, (f"INSERT INTO {_TABLE} {unnest_select(_COLUMNS)}", columns)])
+        else:
+            # Many bytes: DuckDB reads an Arrow binary column without a copy per value, three
+            # times faster than a list of bytes objects.
+            import pyarrow as pa
+
+            names = [name for name, _ in _COLUMNS]
+            types = [pa.string(), pa.string(), pa.string(), pa.binary()]
+            batch = pa.table([pa.array(c, type=t) for c, t in zip(columns, types, strict=True)], names=names)
+            self._transaction(
+                [delete, (f"INSERT INTO {_TABLE} SELECT {', '.join(names)} FROM pending_facts", [])],
+                {"pending_facts": batch},
+            )
+        self._pending.clear()
+        self._pending_bytes = 0
+
+    def flush(self, present: set[str]) -> None:
+        """Write pending entries; forget files that are no longer in the tree."""
+        self.write_pending()
+        self._transaction(
+            [
+                (f"DELETE FROM {_TABLE} WHERE path NOT IN (SELECT unnest(?))", [sorted(present)]),
+                (f"DELETE FROM {_TABLE} WHERE stamp <> ?", [self.stamp]),
+            ]
+        )
+
+    def _transaction(
+        self, statements: list[tuple[str, list]], views: dict[str, object] | None = None
+    ) -> None:
+        """Run the statements (reading `views`, Arrow tables by name) all or none; a failure
+        (a full disk, ...) leaves the store alone for the rest of this run: it is a cache, the
+        assessment goes on without it."""
+        if self.broken:
+            return
+        con = self.con
+        views = views or {}
+        try:
+            for name, table in views.items():
+                con.register(name, table)
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for sql, params in statements:
+                    con.execute(sql, params)
+                con.execute("COMMIT")
+            except duckdb.Error:
+                con.execute("ROLLBACK")
+                raise
+        except duckdb.Error as exc:
+            self.broken = f"cannot write it ({_first_line(exc)})"
+        finally:
+            for name in views:
+                with contextlib.suppress(duckdb.Error):
+                    con.unregister(name)
+
+    def close(self) -> str | None:
+        """Close and seal the store; returns why it could not be kept, if so (it is then
+        removed, and the next run starts afresh)."""
+        path = self.directory / FACTS_FILE
+        wal = _wal(path)
+        try:
+            if not self.broken:
+                with contextlib.suppress(duckdb.Error):
+                    self.write_pending()
+                if _size(wal) >= WAL_KEPT_BYTES:
+                    with contextlib.suppress(duckdb.Error):  # else the next open replays it
+                        self.con.execute("CHECKPOINT")
+            with contextlib.suppress(duckdb.Error):
+                self.con.close()
+            if not self.broken:
+                try:
+                    trust.write_seal(
+                        path, SEAL_KIND, self.stamp, [path, wal], {"written": f"{time.time():.6f}"}
+                    )
+                except (OSError, trust.Untrusted) as exc:
+                    self.broken = f"cannot seal it ({getattr(exc, 'strerror', None) or exc})"
+            if self.broken:
+                _remove_store(path)
+            return self.broken
+        finally:
+            os.close(self.lock)
+
+
+def open_store(directory: Path, stamp: str) -> tuple[FactStore | None, str | None]:
+    """The fact store in `directory` (checked, or made anew), or (None, why it cannot be used
+    this run).  A store that fails its check is removed first and the reason returned beside
+    the new store."""
+    try:
+        lock = _lock(directory)
+    except StoreUnusable as exc:
+        return None, str(exc)
+    path = directory / FACTS_FILE
+    note = None
+    try:
+        for part in (path, _wal(path), trust.seal_path(path)):
+            kind = trust.kind_of(part)
+            if kind not in ("file", "missing"):
+                raise StoreUnusable(f"{part.name} is {kind}")
+        if trust.kind_of(path) == "file":
+            try:
+                trust.verify(path, SEAL_KIND, stamp, [path, _wal(path)])
+            except trust.Untrusted as exc:
+                note = f"{exc}: made anew"
+                _remove_store(path)
+        else:
+            _remove_store(path)  # a log or seal without its store
+        con = _connect(path, directory)
+        try:
+            problem = _check_tables(con)
+        except duckdb.Error as exc:
+            problem = _first_line(exc)
+        if problem is not None:
+            con.close()
+            note = f"{FACTS_FILE}: {problem}: made anew"
+            _remove_store(path)
+            con = _connect(path, directory)
+            _create_table(con)
+    except (StoreUnusable, OSError, duckdb.Error) as exc:
+        os.close(lock)
+        return None, _first_line(exc)
+    return FactStore(directory, con, stamp, lock), note
+
+
+def _connect(path: Path, directory: Path) -> duckdb.DuckDBPyConnection:
+    before = trust.identity(path)
+    con = connect(path, limits=Limits(memory_limit="256MB"), checkpoint_on_close=False)
+    # DuckDB follows links: the file it opened must be the one that was checked (or new).
+    after = trust.identity(path)
+    if before is not None and (after is None or (after.device, after.inode) != (before.device, before.inode)):
+        con.close()
+        raise StoreUnusable(f"{path.name} was replaced while it was opened")
+    return con
+
+
+def _check_tables(con: duckdb.DuckDBPyConnection) -> str | None:
+    """None when the store holds what cpq makes in it (creating the table of a new store);
+    else what is wrong."""
+    foreign = foreign_objects(con, {_TABLE})
+    if foreign:
+        return "holds " + ", ".join(foreign[:3])
+    columns = con.execute(
+        "SELECT list(column_name || ' ' || data_type ORDER BY column_index) FROM duckdb_columns() "
+        f"WHERE database_name = current_database() AND table_name = '{_TABLE}'"
+    ).fetchone()
+    have = columns[0] if columns else None
+    if have is None:
+        _create_table(con)
+        return None
+    want = [f"{name} {sql_type}" for name, sql_type in _COLUMNS]
+    return None if have == want else "an older layout"
+
+
+def _create_table(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(f"CREATE TABLE {_TABLE} ({', '.join(f'{n} {t}' for n, t in _COLUMNS)})")
+
+
+def _lock(directory: Path) -> int:
+    """Hold the store's lock (never waiting: a run that finds it held goes without the store)."""
+    path = directory / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise StoreUnusable(f"{path.name}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreUnusable(f"{path.name} is not a regular file")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreUnusable("in use by another cpq run") from None
+        except OSError as exc:
+            raise StoreUnusable(f"cannot be locked ({exc.strerror})") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")
+
+
+def _remove_store(path: Path) -> None:
+    for part in (path, _wal(path), trust.seal_path(path)):
+        trust.remove_file(part)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or exc.__class__.__name__
+    return text.splitlines()[0][:200]

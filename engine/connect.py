@@ -1,0 +1,121 @@
+"""DuckDB connections that touch no file but their own database.
+
+A database file cpq opens may come from a cache that somebody else wrote (a store committed
+with a repository, a CI cache restored from another branch): whatever SQL objects it holds, a
+connection opened here reads no other file, loads or installs no extension, and takes no
+configuration change, so a view or macro hidden in such a file can neither read a file
+elsewhere nor widen what the connection may do.  The only files it may open besides its own
+are those in the directories it is given (the store's own folder, for ATTACH).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+# Set when the database starts: after that, extension loading is locked out with the rest.
+_STARTUP = {
+    "autoload_known_extensions": "false",
+    "autoinstall_known_extensions": "false",
+    "allow_community_extensions": "false",
+    # A name in a query never stands for a Python variable of the caller's.
+    "python_enable_replacements": "false",
+    # Soufflé leaves x/0 undefined; NULL makes the rule not fire instead of aborting the run.
+    "error_on_division_by_zero": "false",
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a connection may use: memory before it spills, where it spills, and the
+    directories whose files it may open besides its own database (for ATTACH)."""
+
+    memory_limit: str | None = None
+    temp_directory: str | None = None
+    directories: tuple[str, ...] = ()
+
+
+NO_LIMITS = Limits()
+
+
+def connect(
+    path: str | Path | None,
+    *,
+    read_only: bool = False,
+    block_size: int | None = None,
+    limits: Limits = NO_LIMITS,
+    checkpoint_on_close: bool = True,
+) -> duckdb.DuckDBPyConnection:
+    """A locked-down connection to the database file `path` (None: in memory).
+
+    `block_size`: of a new database file, in bytes, where DuckDB lets it be chosen.  Without
+    `checkpoint_on_close`, closing leaves the write-ahead log as it is (the caller checkpoints
+    when it wants to: the configuration cannot change later)."""
+    config = dict(_STARTUP)
+    if limits.memory_limit is not None:
+        config["memory_limit"] = limits.memory_limit
+    if limits.temp_directory is not None:
+        config["temp_directory"] = limits.temp_directory
+    target = ":memory:" if path is None else str(path)
+    con = None
+    if block_size is not None and path is not None:
+        try:
+            con = duckdb.connect(
+                target, read_only=read_only, config={**config, "default_block_size": str(block_size)}
+            )
+        except duckdb.InvalidInputException:  # a DuckDB without the option (before 1.2)
+            con = None
+    if con is None:
+        con = duckdb.connect(target, read_only=read_only, config=config)
+    try:
+        (locked,) = con.execute("SELECT current_setting('lock_configuration')").fetchone() or (False,)
+        if locked:  # another connection of this process to the same file set it all up
+            return con
+        # Session settings: the evaluation's cursors inherit them when they are made.
+        con.execute("SET enable_progress_bar = false")
+        if not checkpoint_on_close:
+            con.execute("PRAGMA disable_checkpoint_on_shutdown")
+        if limits.directories:
+            listed = ", ".join("'" + _folder(d).replace("'", "''") + "'" for d in limits.directories)
+            con.execute(f"SET allowed_directories = [{listed}]")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _folder(directory: str) -> str:
+    return directory if directory.endswith("/") else directory + "/"
+
+
+# Catalog entries of kinds cpq never creates: a database file holding one was not written by it.
+_FOREIGN_OBJECTS = [
+    ("view", "view_name", "duckdb_views()", "NOT internal"),
+    ("macro", "function_name", "duckdb_functions()", "NOT internal AND function_type LIKE '%macro'"),
+    ("sequence", "sequence_name", "duckdb_sequences()", "TRUE"),
+    ("index", "index_name", "duckdb_indexes()", "TRUE"),
+    ("type", "type_name", "duckdb_types()", "NOT internal"),
+    ("schema", "schema_name", "duckdb_schemas()", "NOT internal AND schema_name <> 'main'"),
+    ("constraint on", "table_name", "duckdb_constraints()", "constraint_type <> 'NOT NULL'"),
+    ("default of", "table_name || '.' || column_name", "duckdb_columns()", "column_default IS NOT NULL"),
+    ("table", "table_name", "duckdb_tables()", "NOT internal"),
+]
+
+
+def foreign_objects(con: duckdb.DuckDBPyConnection, tables: set[str]) -> list[str]:
+    """What the connection's own database holds besides the `tables` cpq makes in it: other
+    tables, views, macros, sequences, indexes, types, schemas, constraints, column defaults.
+    Empty for a database cpq made."""
+    query = " UNION ALL ".join(
+        f"SELECT '{kind}', {name} FROM {source} WHERE database_name = current_database() AND {where}"
+        for kind, name, source, where in _FOREIGN_OBJECTS
+    )
+    return [
+        f"{kind} {name}"
+        for kind, name in con.execute(query).fetchall()
+        if not (kind == "table" and name in tables)
+    ]

@@ -1,0 +1,363 @@
+"""The plain path of an assessment: files → facts → rules.dl evaluated in DuckDB.
+
+`discover` finds the files and reads them (`Inputs`); `start_extraction` sets worker processes
+parsing them; `new_database` makes the database ready meanwhile (context, manifest, the run's
+own facts); `load_facts` loads each file's facts as soon as it is ready; `Database.evaluate`
+runs the program.  Nothing here knows of caches: a source of facts extracted earlier (the fact
+store, or none) and where the database lives are given to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .facts import Skipped, SourceText, iter_sources, line_count
+from .facts.discover import DEFAULT_MAX_FILE_SIZE
+from .facts.node_ids import MAX_NODES, file_bases
+from .facts.store import FactSet, unpack_facts
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .context import Context
+    from .engine import Database, Program
+    from .facts.parallel import Extraction, FactSource
+    from .suppress import Suppression
+
+CONTEXT_RELATION = "context_number"
+DEFAULT_MEMORY_LIMIT = "1GB"
+
+
+@dataclass
+class Inputs:
+    """What discovery found under PATH, and what the run derives from it before extracting."""
+
+    root: Path
+    found: list[SourceText | Skipped]
+    sources: dict[str, str] = field(default_factory=dict)  # relpath -> text
+    notebooks: dict[str, Any] = field(default_factory=dict)
+    suppressions: dict[str, list[Suppression]] = field(default_factory=dict)
+    suppressed_rows: list[tuple[str, str, int]] = field(default_factory=list)
+    disabled_rows: list[tuple[str, str]] = field(default_factory=list)
+
+    @cached_property
+    def texts(self) -> list[SourceText]:
+        return [item for item in self.found if isinstance(item, SourceText)]
+
+    @cached_property
+    def skips(self) -> list[Skipped]:
+        return [item for item in self.found if isinstance(item, Skipped)]
+
+    @cached_property
+    def deep(self) -> set[str]:
+        """Files extracted in depth (see facts.relevance)."""
+        from .facts.relevance import deep_files
+
+        return deep_files({s.relpath: s.text for s in self.texts})
+
+    @cached_property
+    def bases(self) -> dict[str, int]:
+        """Each file's first node id (facts.node_ids)."""
+        return file_bases(s.relpath for s in self.texts)
+
+    @property
+    def source_bytes(self) -> int:
+        return sum(map(len, self.sources.values()))
+
+
+def discover(root: Path, config: Config | None = None, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Inputs:
+    from .suppress import suppressions_by_file
+
+    excluded = _excluder(root, config) if config is not None else None
+    inputs = Inputs(root, list(iter_sources(root, max_file_size, excluded)))
+    for item in inputs.texts:
+        inputs.sources[item.relpath] = item.text
+        if item.notebook is not None:
+            inputs.notebooks[item.relpath] = item.notebook
+    inputs.suppressions = suppressions_by_file(inputs.sources)
+    inputs.suppressed_rows = _suppression_facts(inputs.suppressions)
+    inputs.disabled_rows = _disabled_facts(root, inputs, config)
+    return inputs
+
+
+def _excluder(root: Path, config: Config) -> Callable[[str], bool] | None:
+    if not (config.exclude or config.extend_exclude):
+        return None
+    base = root if root.is_dir() else root.parent
+
+    def excluded(rel: str) -> bool:
+        folder = rel.endswith("/")
+        relpath = config.relpath(base / rel.rstrip("/"))
+        return relpath is not None and config.is_excluded(relpath + ("/" if folder else ""))
+
+    return excluded
+
+
+def _suppression_facts(suppressions: dict[str, list[Suppression]]) -> list[tuple[str, str, int]]:
+    from .cli.catalogue import catalogue_rows
+
+    codes = [row[0] for row in catalogue_rows()]
+    rows = []
+    for file, entries in suppressions.items():
+        for s in entries:
+            for code in s.codes if s.codes is not None else codes:
+                rows.append((code, file, s.line))
+    return rows
+
+
+def _disabled_facts(root: Path, inputs: Inputs, config: Config | None) -> list[tuple[str, str]]:
+    if config is None or not (config.select or config.ignore or config.per_file_ignores):
+        return []
+    from .cli.catalogue import catalogue_rows
+
+    base = root if root.is_dir() else root.parent
+    codes = [row[0] for row in catalogue_rows()]
+    rows = []
+    for item in inputs.texts:
+        target = base / item.relpath if root.is_dir() else root
+        relpath = config.relpath(target)
+        rows += [(code, item.relpath) for code in codes if not config.code_enabled(code, relpath)]
+    return rows
+
+
+# -- the database ---------------------------------------------------------------------------
+
+
+def memory_limit() -> str:
+    """DuckDB's memory limit: CPQ_MEMORY_LIMIT (e.g. `4GB`), else 1 GB."""
+    value = os.environ.get("CPQ_MEMORY_LIMIT", "").strip()
+    if re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", value, flags=re.IGNORECASE):
+        return value
+    return DEFAULT_MEMORY_LIMIT
+
+
+def limits(path: Path | None) -> Any:
+    """What the evaluation's connection may use: the memory limit, beyond which DuckDB works
+    from disk (for a database in memory, in the system's temporary folder, never the working
+    directory), and the folder of its file (for the previous results an update attaches)."""
+    from .engine.connect import Limits
+
+    if path is None:
+        spill = Path(tempfile.gettempdir()) / f"cpq-duckdb-{os.getpid()}"
+        return Limits(memory_limit(), str(spill))
+    return Limits(memory_limit(), directories=(str(path.parent),))
+
+
+def new_database(
+    program: Program,
+    context: Context,
+    inputs: Inputs,
+    path: Path | None = None,
+    block_size: int | None = None,
+) -> Database:
+    """A database (in memory, or in the new file `path`) with its tables made, and the context,
+    the manifest and the run's own facts (suppressions, codes turned off) loaded."""
+    from .engine import Database
+
+    db = Database(program, path, block_size=block_size, limits=limits(path))
+    try:
+        load_run_facts(db, context, inputs)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def load_run_facts(db: Database, context: Context, inputs: Inputs, *, program_facts: bool = True) -> None:
+    """Load the context, the manifest (with `program_facts`: a template has them already)
+    and the suppressions and disabled codes of this run."""
+    if program_facts:
+        load_program_facts(db, context)
+    db.load("suppressed", inputs.suppressed_rows)
+    db.load("disabled", inputs.disabled_rows)
+
+
+def load_program_facts(db: Database, context: Context) -> None:
+    db.load(CONTEXT_RELATION, context.facts())
+    if context.pattern:
+        db.load("context_symbol", [("pattern", context.pattern)])
+    for relation, rows in manifest_facts().items():
+        db.load(relation, rows)
+
+
+def manifest_facts() -> dict[str, list[tuple]]:
+    from .manifest import load
+
+    return load().datalog_facts()
+
+
+# -- facts ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FileLayout:
+    """Where a file's facts are in a database, and what they were made from."""
+
+    sha: str  # of the file's bytes
+    deep: bool  # extracted in depth (facts.relevance)
+    base: int  # first node id
+    nodes: int  # node ids used
+    failed: str = ""  # why the file could not be extracted ("" when it was)
+
+    def made_from(self, source: SourceText, deep: bool) -> bool:
+        return self.sha == source.sha and self.deep == deep
+
+
+@dataclass
+class Loaded:
+    """What loading files' facts found."""
+
+    layout: dict[str, FileLayout] = field(default_factory=dict)
+    from_source: int = 0  # files whose facts came from the fact source, not the parser
+
+
+def start_extraction(
+    inputs: Inputs, files: list[SourceText], source: FactSource | None = None, jobs: int | None = None
+) -> Extraction:
+    """Set the workers going on `files` (those `source` has not kept)."""
+    from .facts.parallel import Extraction
+
+    return Extraction(files, inputs.deep, source, jobs)
+
+
+def load_facts(
+    db: Database,
+    inputs: Inputs,
+    extraction: Extraction,
+    *,
+    staged: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> Loaded:
+    """Load each file's facts, at its base (facts.node_ids), as the workers hand them over
+    (`staged`: into the staging tables of an update); the files that could not be extracted
+    are returned with their reason, not loaded."""
+    from .facts.parallel import extract_all
+
+    sink = db.load_disjoint
+    facts = FactSet(sink=(lambda tables: sink(tables, staged=True)) if staged else sink)
+    loaded = Loaded(from_source=extraction.from_source)
+    for source, data in extraction:
+        relpath = source.relpath
+        if progress is not None:
+            progress(1)
+        deep = relpath in extraction.deep
+        base = inputs.bases[relpath]
+        if isinstance(data, bytes):
+            try:
+                rows, node_count, _ = unpack_facts(data)
+            except (EOFError, ValueError, TypeError):
+                # Facts that do not unpack are extracted again rather than trusted.
+                data = extract_all([source], extraction.deep, None, 1)[relpath]
+                if isinstance(data, bytes):
+                    rows, node_count, _ = unpack_facts(data)
+        if isinstance(data, str):
+            loaded.layout[relpath] = FileLayout(source.sha, deep, base, 0, data)
+        elif node_count > MAX_NODES:
+            loaded.layout[relpath] = FileLayout(source.sha, deep, base, 0, "too large: too many syntax nodes")
+        else:
+            facts.add_file(rows, node_count, base)
+            loaded.layout[relpath] = FileLayout(source.sha, deep, base, node_count)
+    facts.flush()
+    return loaded
+
+
+def skipped_rows(inputs: Inputs, layout: dict[str, FileLayout]) -> list[tuple[str, str]]:
+    """Every file skipped: by discovery, and by extraction."""
+    rows = [(skip.relpath, skip.reason) for skip in inputs.skips]
+    rows += [(relpath, entry.failed) for relpath, entry in layout.items() if entry.failed]
+    return rows
+
+
+def collect_facts(root: Path) -> FactSet:
+    """The facts of a tree without a database (for `cpq facts`), numbered densely."""
+    from .facts.parallel import extract_all
+
+    inputs = discover(root)
+    facts = FactSet()
+    packed = extract_all(inputs.texts, inputs.deep, None)
+    failed: dict[str, str] = {}
+    for source in inputs.texts:
+        data = packed[source.relpath]
+        if isinstance(data, str):
+            failed[source.relpath] = data
+            continue
+        rows, node_count, _ = unpack_facts(data)
+        facts.add_file(rows, node_count)
+    for skip in inputs.skips:
+        facts.add("skipped_file", (skip.relpath, skip.reason))
+    for relpath, reason in failed.items():
+        facts.add("skipped_file", (relpath, reason))
+    return facts
+
+
+def fact_count(db: Database) -> int:
+    """Input facts in the database."""
+    from .facts.schema import INPUT_RELATIONS
+
+    return sum(db.counts(list(INPUT_RELATIONS)).values())
+
+
+def lines_of(inputs: Inputs, files: list[str]) -> int:
+    return sum(line_count(inputs.sources[f]) for f in files if f in inputs.sources)
+
+
+@dataclass
+class Evaluation:
+    """An evaluated database and how it came to be."""
+
+    db: Database
+    how: str = "evaluated"  # or "saved results reused", "saved results updated"
+    layout: dict[str, FileLayout] = field(default_factory=dict)  # its files' ids
+    path: Path | None = None  # the file it is in, while it is not yet saved
+    from_source: int = 0  # files whose facts came from the fact source
+    timings: dict[str, float] = field(default_factory=lambda: {"extract": 0.0, "load": 0.0, "evaluate": 0.0})
+
+
+def evaluate(
+    inputs: Inputs,
+    new_db: Callable[[], Database],
+    source: FactSource | None = None,
+    jobs: int | None = None,
+    show_progress: bool = False,
+) -> Evaluation:
+    """Extract every file (or take its facts from `source`), load the facts into the database
+    `new_db` makes (while the workers parse), and evaluate the program."""
+    started = time.perf_counter()
+    with start_extraction(inputs, inputs.texts, source, jobs) as extraction:
+        db = new_db()
+        try:
+            with _progress(show_progress, len(inputs.texts)) as progress:
+                loaded = load_facts(db, inputs, extraction, progress=progress)
+            db.load("skipped_file", skipped_rows(inputs, loaded.layout))
+        except BaseException:
+            db.close()
+            raise
+    extracted = time.perf_counter()
+    db.evaluate()
+    done = time.perf_counter()
+    return Evaluation(
+        db,
+        layout=loaded.layout,
+        from_source=loaded.from_source,
+        timings={"extract": extracted - started, "load": 0.0, "evaluate": done - extracted},
+    )
+
+
+@contextlib.contextmanager
+def _progress(show: bool, total: int) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar's `advance` (None when none is shown)."""
+    if not show:
+        yield None
+        return
+    from .progress import Progress
+
+    with Progress(total, "extracting") as bar:
+        yield bar.advance
