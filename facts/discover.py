@@ -173,6 +173,11 @@ def _read_notebook(data: bytes, relpath: str, sha: str) -> SourceText | Skipped:
         notebook = notebook_to_source(data)
     except NotebookError as exc:
         return Skipped(relpath, f"notebook not readable: {exc}")
+    # The cells are parsed as one module: the limit of .py files applies to it (blanked cells,
+    # such as %%bash ones, are not parsed and so not counted).
+    too_long = _long_line(notebook.text)
+    if too_long:
+        return Skipped(relpath, too_long)
     return SourceText(relpath, notebook.text, sha, notebook)
 
 
@@ -196,14 +201,17 @@ def decode_source(data: bytes) -> str | Skipped:
         return Skipped("", f"not valid text: {encoding} decoding yields unpaired surrogates")
     if "\r" in text:  # a search is much cheaper than two replacements that change nothing
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+    too_long = _long_line(text)
+    return Skipped("", too_long) if too_long else text
+
+
+def _long_line(text: str) -> str:
+    """Why `text` is skipped for a line over MAX_LINE_LENGTH; empty when it is not."""
     if len(text) > MAX_LINE_LENGTH:
         longest = max(map(len, text.split("\n")))
         if longest > MAX_LINE_LENGTH:
-            return Skipped(
-                "", f"a line of {longest:,} characters (generated or minified code; limit "
-                f"{MAX_LINE_LENGTH:,})"
-            )
-    return text
+            return f"a line of {longest:,} characters (generated or minified code; limit {MAX_LINE_LENGTH:,})"
+    return ""
 
 
 def _declared_encoding(data: bytes) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from cpq.config import Config
+from cpq.notebook import notebook_to_source
 
 GOOD = "import numpy as np\nx = np.ones(3)\n"
 LONG_SUM = "import numpy as np\nx = (np.sum(1)\n" + "+ 1\n" * 100_000 + ")\n"  # a left-deep tree
@@ -70,6 +72,86 @@ def notebook(*cells: object, **top: object) -> str:
         "cells": [{"cell_type": "code", "source": c} if isinstance(c, str) else c for c in cells],
     }
     return json.dumps({**body, **top})
+
+
+# -- notebooks -------------------------------------------------------------------------------------
+
+# file -> (content, pattern the skip reason must hold)
+HOSTILE_NOTEBOOKS: dict[str, tuple[str, str]] = {
+    # json.loads recurses once per bracket: RecursionError.
+    "deep_json.ipynb": ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    # Python converts integers of at most 4,300 digits from text: ValueError.
+    "huge_nbformat.ipynb": ('{"nbformat": ' + "9" * 5000 + ', "cells": []}', "integer string conversion"),
+    # A JSON escape of half a surrogate pair decodes to a string that cannot be encoded.
+    "lone_surrogate.ipynb": (
+        '{"nbformat": 4, "cells": [{"cell_type": "code", "source": "x = \\"\\ud800\\""}]}',
+        "cell 1: .*surrogate",
+    ),
+    # 100,000 terms on one line: Python's parser recurses, and the line is beyond the limit.
+    "one_line_sum.ipynb": (notebook(ONE_LINE_SUM), "a line of 200,003 characters"),
+    "worksheet_cells_not_a_list.ipynb": ('{"nbformat": 3, "worksheets": [{"cells": 5}]}', "not a list"),
+    "language_not_text.ipynb": (
+        notebook("x = 1", metadata={"kernelspec": {"language": "\ud800\nR" * 50}}),
+        r"not a Python notebook \(kernel language: '",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def notebook_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, float]:
+    root = tmp_path_factory.mktemp("notebooks") / "tree"
+    write(root, "good.py", GOOD)
+    write(root, "good.ipynb", notebook(GOOD))
+    for name, (content, _) in HOSTILE_NOTEBOOKS.items():
+        write(root, name, content)
+    write(root, "one_line_sum.py", ONE_LINE_SUM)
+    # A deep expression over many lines: the extractor caps its depth, as in a .py file.
+    write(root, "long_sum.py", LONG_SUM)
+    write(root, "long_sum.ipynb", notebook(LONG_SUM))
+    # 20,000 shell escapes in one cell took quadratic time (minutes).
+    write(root, "many_magics.ipynb", notebook("!echo\n" * 20_000, GOOD))
+    started = time.perf_counter()
+    report = assess_json(root)
+    return report, time.perf_counter() - started
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_NOTEBOOKS))
+def test_hostile_notebook_is_skipped_with_its_reason(notebook_run, name: str) -> None:
+    report, _ = notebook_run
+    reasons = skip_reasons(report)
+    assert name in reasons, sorted(reasons)
+    assert re.search(HOSTILE_NOTEBOOKS[name][1], reasons[name]), reasons[name]
+
+
+def test_hostile_notebooks_leave_the_rest_assessed_in_time(notebook_run) -> None:
+    report, seconds = notebook_run
+    reasons = skip_reasons(report)
+    assert set(reasons) == {*HOSTILE_NOTEBOOKS, "one_line_sum.py"}, reasons
+    assert report["files"]["assessed"] == 5  # good, long_sum and many_magics, .py and .ipynb
+    assert set(report["files"]["notebooks"]) == {"good.ipynb", "long_sum.ipynb", "many_magics.ipynb"}
+    assert seconds < 60, f"{seconds:.1f}s"
+
+
+def test_notebook_cells_get_the_line_length_limit_of_py_files(notebook_run) -> None:
+    reasons = skip_reasons(notebook_run[0])
+    assert reasons["one_line_sum.ipynb"] == reasons["one_line_sum.py"]
+
+
+def test_notebook_lines_break_where_python_breaks_them() -> None:
+    # str.splitlines also breaks at \x0c, \x1c, \u2028...: a string literal was cut in two
+    # (the cell then blanked as broken) and every later line of the cell moved.
+    nb = notebook_to_source(notebook("s = '\u2028'\x0c\nt = 1\r\nu = 2"))
+    assert nb.skipped_cells == []
+    assert nb.text == "s = '\u2028'\x0c\nt = 1\nu = 2\n"
+    assert nb.location(3) == (1, 3)
+
+
+def test_magics_inside_strings_and_brackets_stay_python() -> None:
+    cell = 's = """\n%s\n"""\nx = (1\n%2)\ny = \'\\\n!a\'\n!ls\nz = f(")" + \'(\')  # (\n%time f(x)'
+    nb = notebook_to_source(notebook(cell))
+    assert nb.skipped_cells == []
+    assert nb.text.splitlines() == ['s = """', "%s", '"""', "x = (1", "%2)", "y = '\\", "!a'", "pass",
+                                    'z = f(")" + \'(\')  # (', "f(x)"]
 
 
 # -- [tool.cpq] globs ------------------------------------------------------------------------------
