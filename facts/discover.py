@@ -69,7 +69,7 @@ def iter_sources(
             full = here / d
             if d in SKIP_DIRS or _is_virtualenv(full):
                 continue
-            if full.is_symlink():
+            if _is_symlink(full):
                 continue  # symlinked folders are not followed (loops, trees outside PATH)
             if excluded is not None and excluded(full.relative_to(root).as_posix() + "/"):
                 continue
@@ -88,7 +88,14 @@ def iter_sources(
             if excluded is not None and excluded(rel):
                 yield Skipped(rel, "excluded by configuration")
                 continue
-            if full.is_symlink():
+            try:
+                link = full.is_symlink()
+            except OSError as exc:
+                # A folder that can be listed but not entered (mode r--): its entries have names
+                # but no status.
+                yield Skipped(rel, f"unreadable: {exc.strerror or exc.__class__.__name__}")
+                continue
+            if link:
                 try:
                     target = full.resolve(strict=True)
                 except (OSError, RuntimeError):
@@ -129,6 +136,15 @@ def _walk(root: Path, onerror: Callable[[OSError], None]) -> Iterator[tuple[str,
             path = os.path.join(top, name)
             if not os.path.islink(path):
                 stack.append(path)
+
+
+def _is_symlink(path: Path) -> bool:
+    """Whether `path` is a symlink; False when that cannot be told (a folder that can be listed
+    but not entered): then walking into it fails, and that failure is reported."""
+    try:
+        return path.is_symlink()
+    except OSError:
+        return False
 
 
 def _is_virtualenv(folder: Path) -> bool:

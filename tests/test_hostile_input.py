@@ -9,6 +9,7 @@ A bad glob in the configuration is instead a one-line `cpq: ...` error with exit
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from cpq.assessment import assess
 from cpq.config import Config
 from cpq.notebook import notebook_to_source
 
@@ -152,6 +154,78 @@ def test_magics_inside_strings_and_brackets_stay_python() -> None:
     assert nb.skipped_cells == []
     assert nb.text.splitlines() == ['s = """', "%s", '"""', "x = (1", "%2)", "y = '\\", "!a'", "pass",
                                     'z = f(")" + \'(\')  # (', "f(x)"]
+
+
+# -- folders that cannot be entered or listed ------------------------------------------------------
+
+
+def _permission_tree(root: Path) -> None:
+    write(root, "ok.py", GOOD)
+    write(root, "half/a.py", GOOD)  # "half" gets mode r--: listed, not entered
+    write(root, "half/sub/b.py", GOOD)
+    write(root, "shut/c.py", GOOD)  # "shut" gets mode ---: not even listed
+
+
+def _check_permission_outcome(files: list[str], reasons: dict[str, str]) -> None:
+    assert files == ["ok.py"], files
+    assert set(reasons) == {"half/a.py", "half/sub/", "shut/"}, reasons
+    assert re.search("unreadable.*permission denied", reasons["half/a.py"], re.I), reasons
+    for folder in ("half/sub/", "shut/"):
+        assert reasons[folder].startswith("unreadable folder"), reasons
+
+
+def _deny_as_the_kernel_would(monkeypatch: pytest.MonkeyPatch, half: Path, shut: Path) -> None:
+    """What the modes do for a user other than root: nothing inside `half` can be looked up
+    (its names can be listed), and `shut` cannot be listed."""
+    real_stat, real_lstat, real_scandir = os.stat, os.lstat, os.scandir
+
+    def inside(path: object, folder: Path) -> bool:
+        return isinstance(path, str | os.PathLike) and Path(os.fspath(path)).is_relative_to(folder)
+
+    def denied(path: object) -> PermissionError:
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))  # type: ignore[arg-type]
+
+    def stat(path, *args, **kwargs):
+        if inside(path, half) and Path(os.fspath(path)) != half:
+            raise denied(path)
+        return real_stat(path, *args, **kwargs)
+
+    def lstat(path, *args, **kwargs):
+        if inside(path, half) and Path(os.fspath(path)) != half:
+            raise denied(path)
+        return real_lstat(path, *args, **kwargs)
+
+    def scandir(path="."):
+        if inside(path, shut) or (inside(path, half) and Path(os.fspath(path)) != half):
+            raise denied(path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "lstat", lstat)
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_folders_that_cannot_be_entered_or_listed_are_skipped(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "tree"
+    _permission_tree(root)
+    half, shut = root / "half", root / "shut"
+    if os.geteuid() == 0:
+        # Root reads through any mode (as in CI containers): the denials are simulated, in process.
+        _deny_as_the_kernel_would(monkeypatch, half, shut)
+        result = assess(root)
+        monkeypatch.undo()
+        _check_permission_outcome(sorted(result.files), {s.relpath: s.reason for s in result.skipped})
+        return
+    half.chmod(0o644)
+    shut.chmod(0)
+    try:
+        report = assess_json(root)
+    finally:
+        half.chmod(0o755)
+        shut.chmod(0o755)
+    reasons = skip_reasons(report)
+    assert report["files"]["assessed"] == 1
+    _check_permission_outcome(["ok.py"], reasons)
 
 
 # -- [tool.cpq] globs ------------------------------------------------------------------------------
