@@ -158,6 +158,10 @@ def load_config(path: Path) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{name}: invalid TOML {_toml_error(str(exc), text)}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{name}: invalid TOML: arrays or tables nested too deeply to read") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (sys.int_info)
+        raise ConfigError(f"{name}: invalid TOML: {str(exc).split(';')[0]}") from None
     table = data.get("tool", {}).get("cpq") if isinstance(data.get("tool"), dict) else None
     if table is None:
         return Config()

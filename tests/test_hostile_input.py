@@ -3,7 +3,8 @@
 Each case is a small tree holding a bad file (or folder, or `[tool.cpq]` glob) among good
 files, assessed through the command line: exit 0, no traceback, the bad file listed as
 skipped with a one-line reason, the good files assessed, and all within a time limit.
-A bad glob in the configuration is instead a one-line `cpq: ...` error with exit 2.
+A bad `[tool.cpq]` (a malformed glob, TOML that Python cannot hold) is instead a one-line
+`cpq: ...` error with exit 2.
 (`test_robustness.py` holds the larger hostile tree; these are the cases it did not catch.)
 """
 
@@ -263,9 +264,14 @@ def test_repeated_double_stars_match_a_deep_tree_in_linear_time(tmp_path: Path) 
         ('exclude = ["[z-a].py"]', "reversed range"),
         ('extend-exclude = ["src/[abc"]', "unterminated character class"),
         ('per-file-ignores = { "[b-a]/*.py" = ["R104"] }', "reversed range"),
+        # tomllib recurses per nested array or inline table, and converts integers with int().
+        ("exclude = " + "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ("x = " + "{a=" * 50_000 + "1" + "}" * 50_000, "nested too deeply"),
+        ("gpus = " + "9" * 5000, "integer string conversion"),
     ],
+    ids=["reversed", "unterminated", "per-file", "deep-array", "deep-table", "long-integer"],
 )
-def test_malformed_glob_class_is_a_one_line_error(tmp_path: Path, table: str, needle: str) -> None:
+def test_malformed_tool_cpq_is_a_one_line_error(tmp_path: Path, table: str, needle: str) -> None:
     root = tmp_path / "project"
     write(root, "a.py", GOOD)
     write(root, "pyproject.toml", f"[tool.cpq]\n{table}\n")
