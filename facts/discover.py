@@ -212,6 +212,9 @@ def decode_source(data: bytes) -> str | Skipped:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return Skipped("", f"not valid {encoding} text (line {line}: {exc.reason})")
+    except UnicodeError as exc:  # a codec failing without a position, such as `undefined`
+        detail = str(exc).split("\n")[0] or exc.__class__.__name__
+        return Skipped("", f"not valid {encoding} text ({detail})")
     if not _utf8(text):
         # Codecs such as unicode_escape can produce lone surrogates, which no report can hold.
         return Skipped("", f"not valid text: {encoding} decoding yields unpaired surrogates")

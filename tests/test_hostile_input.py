@@ -157,6 +157,19 @@ def test_magics_inside_strings_and_brackets_stay_python() -> None:
                                     'z = f(")" + \'(\')  # (', "f(x)"]
 
 
+# -- .py files -------------------------------------------------------------------------------------
+
+
+def test_codec_that_fails_without_a_position_is_skipped(tmp_path: Path) -> None:
+    # The `undefined` codec raises a bare UnicodeError (not UnicodeDecodeError) on any input.
+    root = tmp_path / "tree"
+    write(root, "undefined.py", "# coding: undefined\nx = 1\n")
+    write(root, "ok.py", GOOD)
+    report = assess_json(root)
+    assert report["files"]["assessed"] == 1
+    assert re.search("not valid undefined text", skip_reasons(report)["undefined.py"])
+
+
 # -- folders that cannot be entered or listed ------------------------------------------------------
 
 
