@@ -170,6 +170,20 @@ def test_codec_that_fails_without_a_position_is_skipped(tmp_path: Path) -> None:
     assert re.search("not valid undefined text", skip_reasons(report)["undefined.py"])
 
 
+def test_lines_that_look_like_imports_are_scanned_in_linear_time(tmp_path: Path) -> None:
+    # Lines holding "import" are matched against an import regex that backtracked
+    # quadratically on runs of dots or blanks: some 7 seconds per line of 19,000.
+    root = tmp_path / "tree"
+    dots = "from " + "." * 19_000 + "!import\n"
+    blanks = "from" + " " * 19_000 + "!import\n"
+    write(root, "imports.py", "import numpy as np\n" + (dots + blanks) * 4)
+    write(root, "ok.py", GOOD)
+    started = time.perf_counter()
+    report = assess_json(root, timeout=100)
+    assert time.perf_counter() - started < 30
+    assert report["files"]["assessed"] + len(skip_reasons(report)) == 2
+
+
 # -- folders that cannot be entered or listed ------------------------------------------------------
 
 
