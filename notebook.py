@@ -189,9 +189,10 @@ def _python_lines(lines: list[str]) -> tuple[list[str], str]:
         return [""] * len(out), (f"line {exc.lineno}: " if exc.lineno else "") + exc.msg
     except ValueError as exc:  # NUL characters: a ValueError in some Python versions
         return [""] * len(out), str(exc)
-    except RecursionError:
-        # Python's parser gives up on an expression some thousand operators deep, which the
-        # extractor handles (as in a .py file): the cell is kept, for it to judge.
+    except (RecursionError, MemoryError):
+        # Python's parser gives up on an expression some thousand operators deep (a+b+...,
+        # -(-(...)), lambda: lambda: ...; MemoryError is its stack overflowing), which the
+        # extractor handles, as in a .py file: the cell is kept, for it to judge.
         pass
     return out, ""
 

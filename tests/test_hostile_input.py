@@ -28,6 +28,7 @@ from cpq.notebook import notebook_to_source
 GOOD = "import numpy as np\nx = np.ones(3)\n"
 LONG_SUM = "import numpy as np\nx = (np.sum(1)\n" + "+ 1\n" * 100_000 + ")\n"  # a left-deep tree
 ONE_LINE_SUM = "x = " + "+".join(["1"] * 100_000) + "\n"
+DEEP_UNARY = "import numpy as np\nx = (" + "-\n" * 100_000 + "np.sum(1))\n"
 
 
 def cpq(*args: object, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -111,6 +112,9 @@ def notebook_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, float]
     # A deep expression over many lines: the extractor caps its depth, as in a .py file.
     write(root, "long_sum.py", LONG_SUM)
     write(root, "long_sum.ipynb", notebook(LONG_SUM))
+    # Python's parser overflows its stack on it (MemoryError); the extractor copes.
+    write(root, "deep_unary.py", DEEP_UNARY)
+    write(root, "deep_unary.ipynb", notebook(DEEP_UNARY))
     # 20,000 shell escapes in one cell took quadratic time (minutes).
     write(root, "many_magics.ipynb", notebook("!echo\n" * 20_000, GOOD))
     started = time.perf_counter()
@@ -130,8 +134,11 @@ def test_hostile_notebooks_leave_the_rest_assessed_in_time(notebook_run) -> None
     report, seconds = notebook_run
     reasons = skip_reasons(report)
     assert set(reasons) == {*HOSTILE_NOTEBOOKS, "one_line_sum.py"}, reasons
-    assert report["files"]["assessed"] == 5  # good, long_sum and many_magics, .py and .ipynb
-    assert set(report["files"]["notebooks"]) == {"good.ipynb", "long_sum.ipynb", "many_magics.ipynb"}
+    # good, long_sum and deep_unary as .py and .ipynb, and many_magics.ipynb
+    assert report["files"]["assessed"] == 7
+    assert set(report["files"]["notebooks"]) == {
+        "good.ipynb", "long_sum.ipynb", "deep_unary.ipynb", "many_magics.ipynb"
+    }
     assert seconds < 60, f"{seconds:.1f}s"
 
 
