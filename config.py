@@ -20,9 +20,10 @@ a typo in a config file should fail loudly, not be silently ignored.
 Globs follow .gitignore: a pattern without a slash (`*_pb2.py`, `build/`)
 matches a file or folder name at any depth, a pattern with a slash
 (`tests/**`, `src/gen/*.py`) is anchored at the folder holding pyproject.toml,
-`**` spans folders, and a trailing `/` matches folders only. Paths given to
-`is_excluded` and `code_enabled` are POSIX paths relative to that folder
-(`Config.relpath` converts).
+`**` spans folders, and a trailing `/` matches folders only (`globs.py`
+matches them in linear time; a malformed `[...]` class is a `ConfigError`).
+Paths given to `is_excluded` and `code_enabled` are POSIX paths relative to
+that folder (`Config.relpath` converts).
 
 Code selection follows ruff: `select` (default: all) enables codes or
 prefixes, `ignore` disables them; when both match, the more specific prefix
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .context import ContextError, parse_elements, parse_gpu
+from .globs import GlobError, compile_glob
 
 PYPROJECT = "pyproject.toml"
 
@@ -156,6 +158,10 @@ def load_config(path: Path) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{name}: invalid TOML {_toml_error(str(exc), text)}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{name}: invalid TOML: arrays or tables nested too deeply to read") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (sys.int_info)
+        raise ConfigError(f"{name}: invalid TOML: {str(exc).split(';')[0]}") from None
     table = data.get("tool", {}).get("cpq") if isinstance(data.get("tool"), dict) else None
     if table is None:
         return Config()
@@ -242,11 +248,13 @@ def _checked(name: str, raw_key: str, key: str, value: Any, expected: str) -> An
                     f"got {type(codes).__name__}"
                 )
             out[glob] = _codes(name, f"{raw_key} {glob!r}", codes)
+        _checked_globs(name, raw_key, out)
         return out
     if not _str_list(value):
         raise bad()
     if key in ("select", "ignore"):
         return _codes(name, raw_key, value)
+    _checked_globs(name, raw_key, value)
     return list(value)
 
 
@@ -282,56 +290,17 @@ def _selected(code: str, select: list[str], ignore: list[str]) -> bool:
     return best_select > best_ignore
 
 
-@lru_cache(maxsize=256)
-def _glob_regex(pattern: str) -> tuple[re.Pattern[str], bool, bool]:
-    """(regex, anchored, folders only) for one gitignore-style pattern."""
-    dir_only = pattern.endswith("/")
-    body = pattern.strip("/") if dir_only else pattern.lstrip("/")
-    anchored = "/" in pattern.rstrip("/")
-    out = []
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if body.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif body.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif ch == "*":
-            out.append("[^/]*")
-            i += 1
-        elif ch == "?":
-            out.append("[^/]")
-            i += 1
-        elif ch == "[":
-            end = body.find("]", i + 1)
-            if end < 0:
-                out.append(re.escape(ch))
-                i += 1
-            else:
-                inner = body[i + 1 : end]
-                out.append("[" + ("^" + inner[1:] if inner.startswith("!") else inner) + "]")
-                i = end + 1
-        else:
-            out.append(re.escape(ch))
-            i += 1
-    return re.compile("".join(out)), anchored, dir_only
-
-
 def _glob_matches(pattern: str, relpath: str) -> bool:
-    """Whether `relpath` or one of the folders above it matches `pattern`.
+    """Whether `relpath` (a folder: `relpath/`) or a folder above it matches `pattern`."""
+    try:
+        return compile_glob(pattern).matches(relpath)
+    except GlobError as exc:  # a Config built in code, not read by load_config (which checks)
+        raise ConfigError(f"glob {pattern!r}: {exc}") from None
 
-    A `relpath` ending in `/` names a folder, so a walk can prune it early.
-    """
-    regex, anchored, dir_only = _glob_regex(pattern)
-    folder = relpath.endswith("/")
-    parts = [p for p in relpath.strip("/").split("/") if p and p != "."]
-    for depth in range(1, len(parts) + 1):
-        is_folder = depth < len(parts) or folder
-        if dir_only and not is_folder:
-            continue
-        subject = "/".join(parts[:depth]) if anchored else parts[depth - 1]
-        if regex.fullmatch(subject):
-            return True
-    return False
+
+def _checked_globs(name: str, where: str, globs: Iterable[str]) -> None:
+    for glob in globs:
+        try:
+            compile_glob(glob)
+        except GlobError as exc:
+            raise ConfigError(f"{name}: [tool.cpq] {where}: bad glob {glob!r}: {exc}") from None

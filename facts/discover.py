@@ -69,7 +69,7 @@ def iter_sources(
             full = here / d
             if d in SKIP_DIRS or _is_virtualenv(full):
                 continue
-            if full.is_symlink():
+            if _is_symlink(full):
                 continue  # symlinked folders are not followed (loops, trees outside PATH)
             if excluded is not None and excluded(full.relative_to(root).as_posix() + "/"):
                 continue
@@ -88,7 +88,14 @@ def iter_sources(
             if excluded is not None and excluded(rel):
                 yield Skipped(rel, "excluded by configuration")
                 continue
-            if full.is_symlink():
+            try:
+                link = full.is_symlink()
+            except OSError as exc:
+                # A folder that can be listed but not entered (mode r--): its entries have names
+                # but no status.
+                yield Skipped(rel, f"unreadable: {exc.strerror or exc.__class__.__name__}")
+                continue
+            if link:
                 try:
                     target = full.resolve(strict=True)
                 except (OSError, RuntimeError):
@@ -129,6 +136,15 @@ def _walk(root: Path, onerror: Callable[[OSError], None]) -> Iterator[tuple[str,
             path = os.path.join(top, name)
             if not os.path.islink(path):
                 stack.append(path)
+
+
+def _is_symlink(path: Path) -> bool:
+    """Whether `path` is a symlink; False when that cannot be told (a folder that can be listed
+    but not entered): then walking into it fails, and that failure is reported."""
+    try:
+        return path.is_symlink()
+    except OSError:
+        return False
 
 
 def _is_virtualenv(folder: Path) -> bool:
@@ -173,6 +189,11 @@ def _read_notebook(data: bytes, relpath: str, sha: str) -> SourceText | Skipped:
         notebook = notebook_to_source(data)
     except NotebookError as exc:
         return Skipped(relpath, f"notebook not readable: {exc}")
+    # The cells are parsed as one module: the limit of .py files applies to it (blanked cells,
+    # such as %%bash ones, are not parsed and so not counted).
+    too_long = _long_line(notebook.text)
+    if too_long:
+        return Skipped(relpath, too_long)
     return SourceText(relpath, notebook.text, sha, notebook)
 
 
@@ -191,19 +212,25 @@ def decode_source(data: bytes) -> str | Skipped:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return Skipped("", f"not valid {encoding} text (line {line}: {exc.reason})")
+    except UnicodeError as exc:  # a codec failing without a position, such as `undefined`
+        detail = str(exc).split("\n")[0] or exc.__class__.__name__
+        return Skipped("", f"not valid {encoding} text ({detail})")
     if not _utf8(text):
         # Codecs such as unicode_escape can produce lone surrogates, which no report can hold.
         return Skipped("", f"not valid text: {encoding} decoding yields unpaired surrogates")
     if "\r" in text:  # a search is much cheaper than two replacements that change nothing
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+    too_long = _long_line(text)
+    return Skipped("", too_long) if too_long else text
+
+
+def _long_line(text: str) -> str:
+    """Why `text` is skipped for a line over MAX_LINE_LENGTH; empty when it is not."""
     if len(text) > MAX_LINE_LENGTH:
         longest = max(map(len, text.split("\n")))
         if longest > MAX_LINE_LENGTH:
-            return Skipped(
-                "", f"a line of {longest:,} characters (generated or minified code; limit "
-                f"{MAX_LINE_LENGTH:,})"
-            )
-    return text
+            return f"a line of {longest:,} characters (generated or minified code; limit {MAX_LINE_LENGTH:,})"
+    return ""
 
 
 def _declared_encoding(data: bytes) -> str | None:
