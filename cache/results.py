@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -126,11 +127,10 @@ def check_contents(db: Database) -> None:
 
 
 def partial_path(directory: Path, key: str) -> Path:
-    """Where a run evaluates before its results take their place (this process's own name)."""
+    """Where a run evaluates before its results take their place: a name of this run's own,
+    which nobody can have put a FIFO or a link at beforehand (DuckDB opens files by name)."""
     final = path_for(directory, key)
-    partial = final.with_name(f"{final.name}.{os.getpid()}.partial")
-    remove(partial)
-    return partial
+    return final.with_name(f"{final.name}.{os.getpid()}-{secrets.token_hex(8)}.partial")
 
 
 def remove(path: Path) -> None:
@@ -181,8 +181,7 @@ def save(
         db.close()
         meta = {"key": key, "update": update_key, "written": f"{time.time():.6f}"}
         identity = trust.write_seal(partial, SEAL_KIND, key, [partial], meta)
-        if trust.kind_of(target) not in ("file", "missing"):
-            raise trust.Untrusted(f"{target.name} is {trust.kind_of(target)}")
+        # A rename replaces whatever name is there (a link is replaced, not written through).
         os.replace(partial, target)
         os.replace(trust.seal_path(partial), trust.seal_path(target))
         # A rename changes the file's ctime, nothing else: the identity to check from now on.

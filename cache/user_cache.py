@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import secrets
 import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,10 +102,8 @@ def template_target(key: str) -> Path | None:
     where = folder()
     if where is None:
         return None
-    partial = where / f"tables-{key[:32]}.duckdb.{os.getpid()}.partial"
-    trust.remove_file(partial)
-    trust.remove_file(partial.with_name(partial.name + ".wal"))
-    return partial
+    # A name of this run's own (DuckDB opens files by name, following links).
+    return where / f"tables-{key[:32]}.duckdb.{os.getpid()}-{secrets.token_hex(8)}.partial"
 
 
 def keep_template(key: str, partial: Path) -> None:
@@ -129,7 +129,13 @@ def _mark_used(entry: Path) -> None:
 
 
 def _prune(where: Path, pattern: str) -> None:
-    """Remove all but the KEEP most recently used entries matching `pattern` (and their seals)."""
+    """Remove all but the KEEP most recently used entries matching `pattern` (and their seals),
+    and what a killed run left (an hour is far longer than making an entry takes)."""
+    cutoff = time.time() - 3600
+    for stale in where.glob(f"{pattern}.*partial*"):
+        with contextlib.suppress(OSError):
+            if os.lstat(stale).st_mtime < cutoff:
+                trust.remove_file(stale)
     found = []
     for path in where.glob(pattern):
         with contextlib.suppress(OSError):
