@@ -53,7 +53,7 @@ def connect(
     `block_size`: of a new database file, in bytes, where DuckDB lets it be chosen.  Without
     `checkpoint_on_close`, closing leaves the write-ahead log as it is (the caller checkpoints
     when it wants to: the configuration cannot change later)."""
-    config = dict(_STARTUP)
+    config: dict[str, str | bool | int | float | list[str]] = dict(_STARTUP)
     if limits.memory_limit is not None:
         config["memory_limit"] = limits.memory_limit
     if limits.temp_directory is not None:
