@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .facts import Skipped, SourceText, iter_sources, line_count
 from .facts.discover import DEFAULT_MAX_FILE_SIZE
 from .facts.node_ids import MAX_NODES, file_bases
-from .facts.store import FactSet, unpack_facts
+from .facts.store import FactSet, max_unpacked, unpack_facts
 
 if TYPE_CHECKING:
     from .config import Config
@@ -252,7 +252,8 @@ def load_facts(
         base = inputs.bases[relpath]
         if isinstance(data, bytes):
             try:
-                rows, node_count, _ = unpack_facts(data)
+                # Bounded by the file's size: an entry of the fact store may claim any size.
+                rows, node_count, _ = unpack_facts(data, max_unpacked(len(source.text)))
             except (EOFError, ValueError, TypeError):
                 # Facts that do not unpack are extracted again rather than trusted.
                 data = extract_all([source], extraction.deep, None, 1)[relpath]

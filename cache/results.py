@@ -115,9 +115,12 @@ def open_checked(program: Program, saved: Saved) -> Database:
 
 
 def ensure_same(path: Path, identity: trust.Identity) -> None:
-    """DuckDB opens by name and follows links: the file open must be the one checked."""
+    """DuckDB opens by name and follows links: the file open must be the one checked.  And it
+    replays a log it finds beside the file (even read-only): none may have come meanwhile."""
     if trust.identity(path) != identity:
         raise trust.Untrusted(f"{path.name} changed after it was checked")
+    if trust.kind_of(_wal(path)) != "missing":
+        raise trust.Untrusted(f"{path.name} has a write-ahead log beside it")
 
 
 def check_contents(db: Database) -> None:
@@ -181,7 +184,15 @@ def save(
         db.close()
         meta = {"key": key, "update": update_key, "written": f"{time.time():.6f}"}
         identity = trust.write_seal(partial, SEAL_KIND, key, [partial], meta)
-        # A rename replaces whatever name is there (a link is replaced, not written through).
+        # A log beside the target (left by a killed run, or planted) would be replayed onto
+        # these results whenever they are opened: it goes first.  A link or a FIFO at the
+        # target's name is renamed over (a rename replaces it, never what it points to).
+        wal = _wal(target)
+        if trust.kind_of(wal) not in ("missing", "a folder"):
+            os.unlink(wal)
+        for blocking in (target, wal):
+            if trust.kind_of(blocking) == "a folder":
+                raise trust.Untrusted(f"{blocking.name} is a folder")
         os.replace(partial, target)
         os.replace(trust.seal_path(partial), trust.seal_path(target))
         # A rename changes the file's ctime, nothing else: the identity to check from now on.

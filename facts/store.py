@@ -63,6 +63,17 @@ _HEADER = struct.Struct("<cQ")
 _MAX_RATIO = 1000  # more than facts ever compress by: a larger size is a damaged header
 # No file's facts come near this: a larger size is a damaged header, refused before allocating.
 MAX_UNPACKED_BYTES = 1 << 30
+# Nor do they come near this many bytes per character of their source (35 at most on NumPy;
+# contrived lines of one-letter operands over 80): a store entry claiming more for its file
+# is damaged or hostile, and is refused before its size is allocated (the absolute cap alone
+# would let a 1 MB entry of a 1 kB file claim a gigabyte).
+MAX_UNPACKED_PER_CHAR = 256
+_UNPACKED_SLACK = 64 * 1024
+
+
+def max_unpacked(text_length: int) -> int:
+    """The most bytes the packed facts of a source of `text_length` characters unpack to."""
+    return min(MAX_UNPACKED_BYTES, MAX_UNPACKED_PER_CHAR * text_length + _UNPACKED_SLACK)
 
 
 @cache
@@ -89,13 +100,14 @@ def pack_facts(
     return _HEADER.pack(b"Z", len(payload)) + zstd.compress(payload, asbytes=True)
 
 
-def unpack_facts(data: bytes) -> tuple[Columns, int, int]:
-    """The inverse of `pack_facts`; ValueError when the data is not such a file's facts."""
+def unpack_facts(data: bytes, max_size: int = MAX_UNPACKED_BYTES) -> tuple[Columns, int, int]:
+    """The inverse of `pack_facts`; ValueError when the data is not such a file's facts, or
+    would unpack to more than `max_size` bytes (see `max_unpacked`)."""
     header = _HEADER.size
     if len(data) < header:
         raise ValueError("not packed facts: too short")
     codec, size = _HEADER.unpack_from(data, 0)
-    if size > _MAX_RATIO * (len(data) - header) + 4096 or size > MAX_UNPACKED_BYTES:
+    if size > _MAX_RATIO * (len(data) - header) + 4096 or size > min(max_size, MAX_UNPACKED_BYTES):
         raise ValueError("not packed facts: bad size")
     zstd = _zstd() if codec == b"Z" else None
     if codec != b"D" and zstd is None:
