@@ -255,8 +255,10 @@ def load_facts(
                 # Bounded by the file's size: an entry of the fact store may claim any size.
                 rows, node_count, _ = unpack_facts(data, max_unpacked(len(source.text)))
             except (EOFError, ValueError, TypeError):
-                # Facts that do not unpack are extracted again rather than trusted.
+                # Facts that do not unpack are extracted again rather than trusted, and kept
+                # in their place.
                 data = extract_all([source], extraction.deep, None, 1)[relpath]
+                extraction.keep(source, data)
                 if isinstance(data, bytes):
                     rows, node_count, _ = unpack_facts(data)
         if isinstance(data, str):

@@ -97,8 +97,8 @@ def _assessment(path: Path, context: Context, rules: Path | None) -> Assessment:
         usage_error(str(exc))
     if _verbose():
         typer.echo(f"cpq: assessment ready in {time.perf_counter() - started:.2f}s", err=True)
-    if result.db is None:  # pragma: no cover - assess always keeps its database
-        usage_error("the assessment kept no database to question")
+    if result.db is None:  # the saved results were replaced while they were reopened
+        usage_error("the assessment's results changed while they were reopened: run again")
     return result
 
 

@@ -152,10 +152,14 @@ class Extraction:
                 continue
             while s.relpath not in ready:
                 relpath, packed = next(self._results)
-                if self._store is not None:
-                    self._store.put(by_path[relpath], relpath in self.deep, packed)
+                self.keep(by_path[relpath], packed)
                 ready[relpath] = packed
             yield s, ready.pop(s.relpath)
+
+    def keep(self, source: SourceText, data: bytes | str) -> None:
+        """Give the fact source what an extraction of `source` gave (in place of what it had)."""
+        if self._store is not None:
+            self._store.put(source, source.relpath in self.deep, data)
 
     def close(self) -> None:
         """Stop the workers (also when the caller stopped early)."""
