@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -130,10 +131,16 @@ def baseline_dict(findings: Iterable[FindingLike]) -> dict[str, Any]:
 def write_baseline(path: Path, findings: Iterable[FindingLike]) -> int:
     """Write the findings to `path` (sorted, so the file diffs well); returns the number recorded."""
     data = baseline_dict(findings)
+    # Written beside it, then renamed into place: a run killed meanwhile (Ctrl-C, a CI timeout)
+    # leaves the previous baseline whole, never a truncated one that the next run rejects.
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
-        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        partial.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        partial.replace(path)
     except OSError as exc:
         raise BaselineError(f"baseline {path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        partial.unlink(missing_ok=True)
     return sum(e["count"] for e in data["entries"])
 
 

@@ -392,10 +392,10 @@ _register_explain()
 
 
 def main() -> None:
-    import signal
+    from .shutdown import install
 
-    # SIGTERM (CI timeouts, kill) unwinds like Ctrl-C, so extraction workers are shut down too.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    # Ctrl-C and SIGTERM (CI timeouts, kill) end the run at once, whatever it is doing.
+    install()
     app()
 
 

@@ -6,9 +6,12 @@ between processes and to store in the cache as is).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -80,13 +83,36 @@ def _work_order(todo: list[tuple[str, str, bool]]) -> list[tuple[str, str, bool]
     return first + [item for item in todo if len(item[1]) <= large]
 
 
-def _init_worker() -> None:
-    """Workers take the default SIGTERM action (the parent handles it to shut the pool down),
-    and leave the objects inherited from the parent out of every cycle collection."""
-    import signal
-
+def _init_worker(lifeline: int, parent_end: int) -> None:
+    """Workers die with their parent, whatever ends it (`kill -9` included): else they would
+    wait for ever on the pipe of their next task, and hold the caller's stdout open (so that
+    `cpq assess ... | cat` never ends).  They watch `lifeline`, the read end of a pipe whose
+    write end, `parent_end`, only the parent keeps open.  Ctrl-C, which reaches the whole process group, is
+    the parent's to handle; SIGTERM takes its default action (the pool ends the workers of a
+    broken pool so).  They leave the objects inherited from the parent out of every cycle
+    collection."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(ValueError):  # the wakeup fd is the parent's (see cli/shutdown.py)
+        signal.set_wakeup_fd(-1)
+    # Workers print nothing; a worker that outlived cpq must not keep its stdout open either.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    os.close(parent_end)  # every worker closes its copy: the parent's is then the only one
+    threading.Thread(target=_exit_with_parent, args=(lifeline,), daemon=True).start()
     gc.freeze()
+
+
+def _exit_with_parent(lifeline: int) -> None:
+    """Wait for the end of the pipe that only the parent can write to: the system closes it
+    when the parent ends, however it ends (if it already has, this returns at once)."""
+    try:
+        while os.read(lifeline, 1):
+            pass
+    except OSError:  # nothing to watch
+        return
+    os._exit(1)
 
 
 class FactSource(Protocol):
@@ -124,15 +150,18 @@ class Extraction:
         todo = [(s.relpath, s.text, s.relpath in deep) for s in sources if s.relpath not in self._cached]
         todo = _work_order(todo)
         self._pool: ProcessPoolExecutor | None = None
+        self._lifeline: tuple[int, int] | None = None
         jobs = jobs or os.cpu_count() or 1
         todo_bytes = sum(len(t) for _, t, _ in todo)
         if jobs > 1 and len(todo) > 1 and todo_bytes >= PARALLEL_MIN_BYTES:
             # Imported once here rather than in each worker (the workers pack with its zstd).
             import pyarrow  # noqa: F401
+            self._lifeline = os.pipe()  # see _init_worker
             self._pool = ProcessPoolExecutor(
                 max_workers=min(jobs, len(todo)),
                 mp_context=multiprocessing.get_context("fork"),
                 initializer=_init_worker,
+                initargs=self._lifeline,
             )
             self._results: Iterator[tuple[str, bytes | str]] = self._pool.map(
                 _extract_packed, todo, chunksize=2
@@ -166,6 +195,10 @@ class Extraction:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._lifeline is not None:
+            for fd in self._lifeline:
+                os.close(fd)
+            self._lifeline = None
 
     def __enter__(self) -> Extraction:
         return self
