@@ -1,5 +1,5 @@
 """`python -m cpq` runs the command line."""
 
-from .cli.app import run
+from .cli import run
 
 run()
