@@ -129,6 +129,9 @@ class Cache:
         if not candidates:
             return None
         previous_path, previous_key = candidates[0]
+        store = self.facts()
+        if store is None:  # only the run that holds the store's lock writes in it
+            return None
         partial = results.partial_path(self.directory, self.results_key)
         db: Database | None = None
         try:
@@ -141,7 +144,7 @@ class Cache:
             limit = update.max_changed(fact_count(db))
             db.begin_update(previous.path)
             results.ensure_same(previous.path, previous.identity)
-            with start_extraction(inputs, plan.changed, self.facts(), jobs) as extraction:
+            with start_extraction(inputs, plan.changed, store, jobs) as extraction:
                 update.stage_rows(db, "suppressed", inputs.suppressed_rows)
                 update.stage_rows(db, "disabled", inputs.disabled_rows)
                 loaded = load_facts(db, inputs, extraction, staged=True)
@@ -174,11 +177,14 @@ class Cache:
     def _fresh(
         self, program: Program, context: Context, inputs: Inputs, jobs: int | None, show_progress: bool
     ) -> Evaluation:
-        partial: Path | None = results.partial_path(self.directory, self.results_key)
+        store = self.facts()
+        # Only the run that holds the store's lock writes in it; another evaluates in memory.
+        partial = results.partial_path(self.directory, self.results_key) if store is not None else None
 
         def new_db() -> Database:
             nonlocal partial
-            assert partial is not None
+            if partial is None:
+                return new_database(program, context, inputs)
             try:
                 return self._database_at(partial, program, context, inputs)
             except (duckdb.Error, OSError, ValueError) as exc:
@@ -187,7 +193,7 @@ class Cache:
                 partial = None
                 return new_database(program, context, inputs)
 
-        found = evaluate(inputs, new_db, self.facts(), jobs, show_progress)
+        found = evaluate(inputs, new_db, store, jobs, show_progress)
         found.path = partial
         return found
 
@@ -219,6 +225,10 @@ class Cache:
         if not self._store_tried:
             self._store_tried = True
             self._store, note = open_store(self.directory, keys.extractor_stamp())
+            if self._store is not None:
+                # Every run that evaluates in the store holds its lock: partial results files
+                # found now belong to runs that were killed.
+                results.remove_partials(self.directory)
             if note is not None:
                 if self._store is None:
                     self.warn(f"cache: {note}: extracting without the fact store")

@@ -16,6 +16,8 @@ import contextlib
 import os
 import re
 import secrets
+import shutil
+import stat
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -221,14 +223,26 @@ def prune(directory: Path) -> None:
     found.sort(reverse=True)
     for _, old in found[KEEP_RESULTS:]:
         remove(old)
-    cutoff = time.time() - 3600
-    for stale in directory.glob(f"{PREFIX}*.partial*"):
-        with contextlib.suppress(OSError):
-            if os.lstat(stale).st_mtime < cutoff:
-                trust.remove_file(stale)
+    remove_partials(directory, older_than=3600)
     for seal in directory.glob(f"{PREFIX}*{SUFFIX}{trust.SEAL_SUFFIX}"):
         if trust.kind_of(seal.with_name(seal.name.removesuffix(trust.SEAL_SUFFIX))) == "missing":
             trust.remove_file(seal)
+
+
+def remove_partials(directory: Path, older_than: float | None = None) -> None:
+    """Remove what runs killed while evaluating left: partial results files, their logs, seals
+    and spill folders (only those older than `older_than` seconds, when given: the caller
+    holds no lock that tells them from those of a running assessment)."""
+    cutoff = time.time() - older_than if older_than is not None else None
+    for stale in directory.glob(f"{PREFIX}*.partial*"):
+        with contextlib.suppress(OSError):
+            info = os.lstat(stale)
+            if cutoff is not None and info.st_mtime >= cutoff:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(stale)  # never follows a link inside
+            else:
+                trust.remove_file(stale)
 
 
 def _wal(path: Path) -> Path:
