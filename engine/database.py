@@ -747,12 +747,12 @@ class Database:
     def _change_inputs(
         self, changes: Mapping[str, tuple[str | None, str | None]], max_changed: int | None = None
     ) -> dict[str, tuple[int, int]]:
-        """Apply the input relations' changes; returns the rows each lost and gained (net).
-        The statements go in few calls: most relations change by a few rows or none."""
+        """Apply the input relations' changes; returns the rows each lost and gained (net) that
+        a rule can tell apart.  The statements go in few calls: most relations change by a few
+        rows or none."""
         from .incremental import change_columns, change_table, same_values, value_columns
 
         making: list[str] = []
-        counting: list[str] = []
         for relation, (lost, gained) in changes.items():
             rel = self._relation(relation)
             cols = ", ".join(change_columns(rel))
@@ -765,23 +765,10 @@ class Database:
                 f"INSERT INTO {loses} ({lost}) EXCEPT ({gained})",
                 f"INSERT INTO {gains} ({gained}) EXCEPT ({lost})",
             ]
-            counting.append(
-                f"SELECT {len(counting)} AS k, (SELECT count(*) FROM {loses}) AS d, "
-                f"(SELECT count(*) FROM {gains}) AS i"
-            )
         if not making:
             return {}
         self.con.execute(";\n".join(making))
-        names = list(changes)
-        counts = {
-            names[k]: (int(d), int(i))
-            for k, d, i in self.con.execute(" UNION ALL ".join(counting)).fetchall()
-        }
-        changed = sum(d + i for d, i in counts.values())
-        if max_changed is not None and changed > max_changed:
-            from .incremental import UpdateTooLarge
-
-            raise UpdateTooLarge(changed, max_changed)
+        counts = self._change_counts(list(changes))
         applying = []
         for relation, (deleted, inserted) in counts.items():
             rel = self._relation(relation)
@@ -801,7 +788,56 @@ class Database:
             self._sizes[relation] += inserted - deleted
         if applying:
             self.con.execute(";\n".join(applying))
+        counts = self._unseen_changes_dropped(counts)
+        changed = sum(d + i for d, i in counts.values())
+        if max_changed is not None and changed > max_changed:
+            from .incremental import UpdateTooLarge
+
+            raise UpdateTooLarge(changed, max_changed)
         return counts
+
+    def _unseen_changes_dropped(self, counts: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        """Take out of the changes of each input relation the pairs of a lost and a gained tuple
+        that agree on every column some rule reads: no derivation can tell one from the other
+        (an edit that changes a file's line count changes no derived tuple).  The tables
+        themselves already hold the full change.  Returns the counts left."""
+        from .incremental import change_table, read_columns
+
+        read = read_columns(self.program)
+        statements = []
+        for relation, (deleted, inserted) in counts.items():
+            rel = self._relation(relation)
+            columns = [rel.column_names[i] for i in sorted(read.get(relation, ()))]
+            if not deleted or not inserted or len(columns) == rel.arity:
+                continue
+            loses, gains = change_table("del", relation), change_table("ins", relation)
+            if not columns:  # no rule reads the relation
+                statements += [f"DELETE FROM {loses}", f"DELETE FROM {gains}"]
+                continue
+            names = ", ".join(quote(c) for c in columns)
+            same = change_table("same", relation)
+            statements.append(
+                f"CREATE TABLE {same} AS SELECT {names} FROM {loses} INTERSECT SELECT {names} FROM {gains}"
+            )
+            for table in (loses, gains):
+                match = " AND ".join(f"{table}.{quote(c)} = b.{quote(c)}" for c in columns)
+                statements.append(f"DELETE FROM {table} USING {same} AS b WHERE {match}")
+        if not statements:
+            return counts
+        self.con.execute(";\n".join(statements))
+        return self._change_counts(list(counts))
+
+    def _change_counts(self, relations: list[str]) -> dict[str, tuple[int, int]]:
+        """The rows of each relation's change tables: (lost, gained)."""
+        from .incremental import change_table
+
+        counting = [
+            f"SELECT {k} AS k, (SELECT count(*) FROM {change_table('del', name)}) AS d, "
+            f"(SELECT count(*) FROM {change_table('ins', name)}) AS i"
+            for k, name in enumerate(relations)
+        ]
+        rows = self.con.execute(" UNION ALL ".join(counting)).fetchall()
+        return {relations[k]: (int(d), int(i)) for k, d, i in rows}
 
     def _run_stratum(
         self, index: int, rule_sqls: list[_RuleSql], con: duckdb.DuckDBPyConnection

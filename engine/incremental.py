@@ -32,7 +32,7 @@ from .compile_sql import FULL, ExistsIn, SqlCompiler, quote, versioned_table
 from .compile_sql import _select as select_sql
 from .plan import AggregatePlan, BodyPlan
 from .program import Program
-from .syntax import Atom, Const, Relation, Rule, Var
+from .syntax import Aggregate, Atom, BinOp, Call, Comparison, Const, Relation, Rule, UnaryMinus, Var, Wildcard
 from .typesys import SQL_TYPES
 
 if TYPE_CHECKING:
@@ -138,6 +138,42 @@ class Changes:
     def set(self, kind: str, relation: str, count: int, table: str) -> None:
         self.table[(kind, relation)] = table
         self.count[(kind, relation)] = count
+
+
+def read_columns(program: Program) -> dict[str, frozenset[int]]:
+    """Per relation, the positions of its columns that some rule reads (a variable or a
+    constant there, in a positive or negated atom or an aggregate's body); a wildcard reads
+    nothing, except in the body of an aggregate that counts or adds up its solutions (count,
+    sum, mean: two tuples that differ in a wildcard's column are two solutions)."""
+    found: dict[str, set[int]] = {}
+
+    def terms(term: object, whole: bool) -> None:
+        if isinstance(term, Aggregate):
+            literals(term.body, whole or term.op in ("count", "sum", "mean"))
+        elif isinstance(term, BinOp):
+            terms(term.left, whole)
+            terms(term.right, whole)
+        elif isinstance(term, UnaryMinus):
+            terms(term.operand, whole)
+        elif isinstance(term, Call):
+            for arg in term.args:
+                terms(arg, whole)
+
+    def literals(body: tuple, whole: bool) -> None:
+        for literal in body:
+            if isinstance(literal, Atom):
+                read = found.setdefault(literal.relation, set())
+                for position, arg in enumerate(literal.args):
+                    if whole or not isinstance(arg, Wildcard):
+                        read.add(position)
+                    terms(arg, whole)
+            elif isinstance(literal, Comparison):
+                terms(literal.left, whole)
+                terms(literal.right, whole)
+
+    for rule in program.rules:
+        literals(rule.body, False)
+    return {name: frozenset(columns) for name, columns in found.items()}
 
 
 def net_readers(program: Program) -> set[str]:
