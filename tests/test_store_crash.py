@@ -220,3 +220,31 @@ def test_a_run_killed_at_a_random_moment_leaves_a_store_the_next_runs_use_or_reb
                 + "\n".join(f"  {i}. {h}" for i, h in enumerate(history, 1))
                 + f"\n{_mismatch(report, reference)}\nstderr:\n{stderr[-2000:]}"
             )
+
+
+def test_a_query_beside_an_assess_of_an_edited_tree_answers_right(tmp_path: Path, seed: int) -> None:
+    """`cpq query` saves results too (it reuses the assessment): it and an assess of the same
+    edited tree at once, then the runs after them."""
+    rng = random.Random(seed)
+    tree = _tree(tmp_path / "tree")
+    xdg = tmp_path / "xdg"
+    _assess(tree, xdg)
+    for _ in range(3):
+        what = _edit_one(tree, rng)
+        reference, _, _ = _assess(tree, tmp_path / "xdg-reference", "--no-cache")
+        expected = sorted((f["code"], f["file"], f["line"], f["function"]) for f in reference["findings"])
+        query = [sys.executable, "-m", "cpq", "query", "finding(C, F, L, Fn)", str(tree), "--format", "json"]
+        procs = [
+            subprocess.Popen(c, env=_env(xdg), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for c in (_command(tree), query)
+        ]
+        (assessed, assess_err), (queried, query_err) = [p.communicate(timeout=300) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], f"seed {seed}, {what}:\n{assess_err}\n{query_err}"
+        report = _report(assessed)
+        assert report == reference, f"seed {seed}, {what}:\n{_mismatch(report, reference)}"
+        rows = sorted((r["C"], r["F"], r["L"], r["Fn"]) for r in json.loads(queried))
+        assert rows == expected, f"seed {seed}, {what}: the query's findings\n{rows}\n--no-cache:\n{expected}"
+        again, stderr, _ = _assess(tree, xdg)
+        assert again == reference, (
+            f"seed {seed}, the run after ({what}):\n{_mismatch(again, reference)}\n{stderr}"
+        )

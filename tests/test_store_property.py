@@ -20,6 +20,7 @@ Environment knobs (the soak, bench/soak_store.py, sets them too):
 * CPQ_PROPERTY_IDS=canonical: compare node ids in `why`/`query` answers as (file, offset in the
   file) instead of as numbers, to look past that difference for others (default: exact).
 * CPQ_PROPERTY_RECORD=1: record mismatches in MISMATCHES and go on instead of failing.
+* CPQ_PROPERTY_SHRINK=1: let Hypothesis shrink a failing sequence (minutes: off by default).
 
 A failure prints the steps, a shell script that rebuilds the tree and replays the runs, and
 the difference between the two answers.
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -441,6 +442,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.counter = 0
         self.log = Log()
         self.last_findings: list[dict[str, Any]] = []
+        self.mismatched = False
         STATS["sequences"] += 1
 
     def teardown(self) -> None:
@@ -543,6 +545,8 @@ class StoreMachine(RuleBasedStateMachine):
         return f"add {relpath} ({kind}: {what})"
 
     def _remove_file(self, data: st.DataObject) -> str:
+        if not self.docs:
+            return self._add_file(data)
         relpath = self._pick(data, list(self.docs), "file to remove")
         del self.docs[relpath]
         self.pure_before.pop(relpath, None)
@@ -551,6 +555,8 @@ class StoreMachine(RuleBasedStateMachine):
         return f"remove {relpath}"
 
     def _rename_file(self, data: st.DataObject) -> str:
+        if not self.docs:
+            return self._add_file(data)
         relpath = self._pick(data, list(self.docs), "file to rename")
         names = NB_NAMES if self.docs[relpath].notebook else PY_NAMES
         free = [n for n in names if n not in self.docs]
@@ -612,11 +618,11 @@ class StoreMachine(RuleBasedStateMachine):
         if not self.docs:
             return self._add_file(data)
         pure = [p for p in self._py_files() if "numpy" not in self.docs[p].text()]
-        prefer_pure = bool(pure) and data.draw(st.booleans(), label="into a pure-Python file")
+        # Mostly into a pure-Python file (a file without facts gaining some), mostly an import.
+        prefer_pure = bool(pure) and data.draw(st.sampled_from([True, True, False]), label="into pure Python")
         relpath = self._pick(data, pure if prefer_pure else list(self.docs), "file")
-        what = data.draw(
-            st.sampled_from(["import numpy as np\n", "# a header comment\n", "\n", "import"]), label="insert"
-        )
+        inserts = ["import numpy as np\n", "import", "# a header comment\n", "\n", "import numpy as np\n"]
+        what = data.draw(st.sampled_from(inserts), label="insert")
         doc = self.docs[relpath]
         if what == "import":
             what, _ = self._callable(data, relpath, doc.text())
@@ -761,6 +767,15 @@ class StoreMachine(RuleBasedStateMachine):
         "configuration": _set_config,
         "delete caches": _forget,
     }
+    # The edits to draw from, the ones that change which files have facts and how many (where
+    # the store has gone wrong) more often than the others, and first: Hypothesis shrinks
+    # towards the first.
+    EDIT_CHOICES = [
+        "insert at the top", "NumPy <-> pure Python", "add a file", "append", "edit a line",
+        "insert at the top", "NumPy <-> pure Python", "add a file", "append", "edit a line",
+        "remove a file", "rename a file", "empty a file", "rewrite unchanged", "edit a notebook",
+        "context options", "configuration", "delete caches",
+    ]
 
     # -- runs and checks ----------------------------------------------------------------------------
 
@@ -776,8 +791,16 @@ class StoreMachine(RuleBasedStateMachine):
             )
         return run_cpq(argv, xdg, subprocess_run)
 
-    def _fail(self, what: str, detail: str) -> None:
+    def _fail(self, what: str, kind: str, detail: str) -> None:
+        """A mismatch of `kind` (the reuse path, or why/query). Recorded, a sequence goes on, but
+        only its first mismatch counts as one: later ones may only repeat what the store got
+        wrong first (wrong saved results are reused, or their facts copied)."""
+        if self.mismatched:
+            STATS["later mismatches in a sequence"] += 1
+            return
+        self.mismatched = True
         STATS["mismatches"] += 1
+        STATS[f"mismatch: {kind}"] += 1
         steps = "\n".join(f"  {i}. {s}" for i, s in enumerate(self.log.steps, 1))
         script = "\n".join(self.log.script)
         message = (
@@ -786,7 +809,7 @@ class StoreMachine(RuleBasedStateMachine):
             f"export XDG_CACHE_HOME=$(mktemp -d)\n{script}\n\n{detail}"
         )
         if _record_only():
-            MISMATCHES.append({"what": what, "steps": list(self.log.steps), "message": message})
+            MISMATCHES.append({"what": what, "kind": kind, "steps": list(self.log.steps), "message": message})
             return
         raise AssertionError(message)
 
@@ -812,12 +835,13 @@ class StoreMachine(RuleBasedStateMachine):
         if again != expected:
             self._fail(
                 "two --no-cache runs of the same tree differ",
+                "--no-cache itself",
                 difference(again, expected, ("--no-cache", "--no-cache, again")),
             )
             return
-        STATS[f"mismatch: {path}"] += 1
         self._fail(
             f"cpq assess with the store ({cached.how}, {path}) differs from --no-cache",
+            path,
             difference(got, expected, ("--no-cache", "with the store"))
             + f"\n\nstderr with the store:\n{cached.stderr[-3000:]}",
         )
@@ -885,10 +909,10 @@ class StoreMachine(RuleBasedStateMachine):
         got, expected = answer(cached, self.tree, self.xdg), answer(fresh, copy, self.reference_xdg)
         shutil.rmtree(copy.parent, ignore_errors=True)
         if got != expected:
-            STATS[f"mismatch: {args[0]}"] += 1
             shown = " ".join(shlex.quote("." if a == "ROOT" else a) for a in full)
             self._fail(
                 f"cpq {shown} ({cached.how}) differs between the tree with its store and a fresh copy",
+                args[0],
                 difference(got, expected, ("fresh copy", "with the store")),
             )
 
@@ -902,7 +926,7 @@ class StoreMachine(RuleBasedStateMachine):
         self._step("start: " + "; ".join(described))
         self._check_assess(subprocess_run)
 
-    @rule(data=st.data(), edit=st.sampled_from(sorted(EDITS)), subprocess_run=MODES)
+    @rule(data=st.data(), edit=st.sampled_from(EDIT_CHOICES), subprocess_run=MODES)
     def edit(self, data: st.DataObject, edit: str, subprocess_run: bool) -> None:
         self._step(self.EDITS[edit](self, data))
         self._check_assess(subprocess_run)
@@ -910,7 +934,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data(), count=st.integers(2, 4), subprocess_run=MODES)
     def several_edits(self, data: st.DataObject, count: int, subprocess_run: bool) -> None:
         for i in range(count):
-            edit = data.draw(st.sampled_from(sorted(self.EDITS)), label="edit")
+            edit = data.draw(st.sampled_from(self.EDIT_CHOICES), label="edit")
             described = self.EDITS[edit](self, data)
             if i < count - 1:
                 self.log.steps.append(f"{described} (no run yet)")
@@ -941,6 +965,10 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 def machine_settings(examples: int = EXAMPLES, steps: int = STEPS, **extra: Any) -> settings:
+    if os.environ.get("CPQ_PROPERTY_SHRINK") != "1":
+        # A step costs a second or two: shrinking a failure can take many minutes, and the
+        # unshrunk sequence is short, with its steps and a replay script printed anyway.
+        extra.setdefault("phases", [Phase.explicit, Phase.reuse, Phase.generate])
     return settings(
         max_examples=examples,
         stateful_step_count=steps,
@@ -952,3 +980,89 @@ def machine_settings(examples: int = EXAMPLES, steps: int = STEPS, **extra: Any)
 
 def test_a_run_with_the_store_answers_what_a_run_without_it_answers() -> None:
     run_state_machine_as_test(StoreMachine, settings=machine_settings())
+
+
+# -- sequences found by the machine, kept as plain examples ---------------------------------------
+
+STENCIL = """import numpy as np
+
+def stencil(u):
+    out = np.zeros_like(u)
+    for i in range(1, u.shape[0] - 1):
+        out[i] = (u[i - 1] + u[i] + u[i + 1]) / 3.0
+    return out
+"""
+ITEM_LOOP = """import numpy as np
+
+def total(a):
+    s = 0.0
+    for i in range(len(a)):
+        s += a[i].item()
+    return s
+"""
+RUN = """
+def run(n):
+    a = np.ones(n)
+    for _ in range(10):
+        a = stencil(a)
+    return a
+"""
+BFS = """def bfs(graph, start):
+    seen = {start}
+    queue = [start]
+    while queue:
+        queue.pop()
+"""
+
+# Each step: files to write (None: remove), then `cpq assess` with the store against --no-cache,
+# and the queries against a fresh copy.
+KNOWN_SEQUENCES: dict[str, list[dict[str, str | None]]] = {
+    # A file without facts (pure Python, linked to no array code) gains some.
+    "import numpy inserted into a pure-Python file": [
+        {"kernel.py": STENCIL + RUN, "bfs.py": BFS},
+        {"bfs.py": "import numpy as np\n" + BFS},
+    ],
+    # The same, then the file after it goes: the facts of both go with it.
+    "an empty file filled, then the next file removed": [
+        {"a.py": "\n", "b.py": STENCIL},
+        {"a.py": ITEM_LOOP},
+        {"b.py": None},
+    ],
+    # Node ids are part of `cpq query`'s answers.
+    "a line appended to the first of two files": [
+        {"a.py": STENCIL, "b.py": ITEM_LOOP},
+        {"a.py": STENCIL + "x = 1\n"},
+    ],
+}
+
+
+def test_known_sequences_answer_what_a_run_without_the_store_answers(tmp_path: Path) -> None:
+    failures = []
+    reference_xdg = tmp_path / "xdg-reference"
+    for name, steps in KNOWN_SEQUENCES.items():
+        tree, xdg = tmp_path / name.replace(" ", "-") / "tree", tmp_path / "xdg"
+        tree.mkdir(parents=True)
+        for i, files in enumerate(steps, 1):
+            for relpath, text in files.items():
+                if text is None:
+                    (tree / relpath).unlink()
+                else:
+                    (tree / relpath).write_text(text)
+            args = ["-v", "assess", str(tree), "--format", "json"]
+            cached = _assess_outcome(run_cpq(args, xdg, False))
+            reference = _assess_outcome(run_cpq([*args, "--no-cache"], reference_xdg, False))
+            if cached != reference:
+                diff = difference(cached, reference, ("--no-cache", "with the store"))
+                failures.append(f"{name}, step {i}: cpq assess\n{diff}")
+            fresh = tree.parent / f"fresh-{i}"
+            shutil.copytree(tree, fresh, ignore=shutil.ignore_patterns(".cpq"))
+            for query in ("function_def(F, Name, Q)", "scope(S, K, Q, F, L, E)"):
+                answers = []
+                for root, cache in ((tree, xdg), (fresh, reference_xdg)):
+                    done = run_cpq(["query", query, str(root), "--format", "json"], cache, False)
+                    rows = json.loads(done.stdout)
+                    answers.append(sorted({" ".join(f"{k}={v!r}" for k, v in row.items()) for row in rows}))
+                if answers[0] != answers[1]:
+                    diff = difference(answers[0], answers[1], ("fresh copy", "with the store"))
+                    failures.append(f"{name}, step {i}: cpq query {query!r}\n{diff}")
+    assert not failures, "\n\n".join(failures)
