@@ -71,6 +71,7 @@ class BodyQuery:
         extra_conditions: Sequence[str] = (),
         before_iter: int | None = None,
         shortest_first: bool = False,
+        by_values: bool = False,
         limit: int | None = None,
     ) -> str:
         """SELECT of every bound variable and every atom column.
@@ -78,7 +79,9 @@ class BodyQuery:
         `fixed_terms` are (term, value, column type) pairs the solution must satisfy (a head
         argument against the tuple being proved); `outer` binds variables to SQL expressions
         before the body is read (why-not candidates); `before_iter` keeps only older tuples.
-        """
+        `shortest_first` orders the solutions by the rounds of their tuples (the shortest proof
+        first), `by_values` by their tuples alone (an order that does not depend on how the
+        results were evaluated: afresh, or brought up to date)."""
         compiler = SqlCompiler(dict(self.relations))
         from_items, conds, env = compiler.body(self.plan, dict(outer or {}), self.table_ref(before_iter))
         for term, value, base_type in fixed_terms:
@@ -97,16 +100,18 @@ class BodyQuery:
         if conds:
             sql += " WHERE " + " AND ".join(conds)
         iters = [column_alias(i, "it") for i in range(len(self.plan.atoms))]
+        values = [
+            column_alias(i, j)
+            for i, atom in enumerate(self.plan.atoms)
+            for j in range(self.relations[atom.relation].arity)
+        ]
         if shortest_first and iters:
             # The shortest proof: the newest body tuple as old as possible, then the fewest rounds;
             # then the tuples themselves, so that the same question always gets the same answer.
             newest = iters[0] if len(iters) == 1 else f"greatest({', '.join(iters)})"
-            values = [
-                column_alias(i, j)
-                for i, atom in enumerate(self.plan.atoms)
-                for j in range(self.relations[atom.relation].arity)
-            ]
             sql += f" ORDER BY {', '.join([newest, ' + '.join(iters), *values])}"
+        elif by_values and values:
+            sql += f" ORDER BY {', '.join(values)}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return sql

@@ -247,7 +247,8 @@ class Prover:
         if agg.op in ("min", "max") and agg.target is not None and value is not None:
             fixed.append((agg.target, value, agg_plan.result_type or "number"))
         limit = 1 if fixed else self.max_witnesses
-        sql = query.sql(fixed_terms=fixed, outer=outer, shortest_first=True, limit=limit + 1)
+        # Members in the order of their values: the same after an update as after a fresh run.
+        sql = query.sql(fixed_terms=fixed, outer=outer, by_values=True, limit=limit + 1)
         self.queries += 1
         rows = query.rows(self.con, sql)
         inner_nodes = nodes | node_variables(self.program, agg.body)
