@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .engine.connect import Limits
 from .facts import Skipped, SourceText, iter_sources, line_count
 from .facts.discover import DEFAULT_MAX_FILE_SIZE
 from .facts.node_ids import MAX_NODES, file_bases
@@ -139,12 +140,10 @@ def memory_limit() -> str:
     return DEFAULT_MEMORY_LIMIT
 
 
-def limits(path: Path | None) -> Any:
+def limits(path: Path | None) -> Limits:
     """What the evaluation's connection may use: the memory limit, beyond which DuckDB works
     from disk (for a database in memory, in the system's temporary folder, never the working
     directory), and the folder of its file (for the previous results an update attaches)."""
-    from .engine.connect import Limits
-
     if path is None:
         spill = Path(tempfile.gettempdir()) / f"cpq-duckdb-{os.getpid()}"
         return Limits(memory_limit(), str(spill))
