@@ -46,9 +46,17 @@ class BodyRow:
 class BodyQuery:
     """Solutions of a planned body, with variables fixed by equalities on head terms or names."""
 
-    def __init__(self, relations: Mapping[str, Relation], plan: BodyPlan) -> None:
+    def __init__(
+        self, relations: Mapping[str, Relation], plan: BodyPlan, recursive: frozenset[str] | None = None
+    ) -> None:
+        """`recursive`: the relations whose tuples must be older than the one being proved
+        (those of the head's recursive stratum); None: every relation's."""
         self.relations = relations
         self.plan = plan
+        self.recursive = recursive
+
+    def _ordered(self, relation: str) -> bool:
+        return self.recursive is None or relation in self.recursive
 
     def table_ref(self, before_iter: int | None):  # type: ignore[no-untyped-def]
         relations = self.relations
@@ -57,7 +65,8 @@ class BodyQuery:
             rel = relations[atom.relation]
             cols = [f"{quote(name)} AS {column_alias(index, j)}" for j, name in enumerate(rel.column_names)]
             cols += [f'"_iter" AS {column_alias(index, "it")}', f'"_rule" AS {column_alias(index, "ru")}']
-            where = "" if before_iter is None else f' WHERE "_iter" < {int(before_iter)}'
+            older = before_iter is not None and self._ordered(atom.relation)
+            where = f' WHERE "_iter" < {int(before_iter)}' if older else ""
             return f"(SELECT *, {', '.join(cols)} FROM {quote(atom.relation)}{where})"
 
         return ref
@@ -99,7 +108,12 @@ class BodyQuery:
             sql += " FROM " + ", ".join(items)
         if conds:
             sql += " WHERE " + " AND ".join(conds)
-        iters = [column_alias(i, "it") for i in range(len(self.plan.atoms))]
+        # The rounds that order a proof: those of the head's own (recursive) stratum; a tuple of
+        # a lower stratum is proved whatever its round, and chosen by its values (so that the
+        # same question gets the same answer after an update as after a fresh evaluation).
+        iters = [
+            column_alias(i, "it") for i, atom in enumerate(self.plan.atoms) if self._ordered(atom.relation)
+        ]
         values = [
             column_alias(i, j)
             for i, atom in enumerate(self.plan.atoms)

@@ -103,6 +103,7 @@ class Prover:
         self._proved: dict[tuple[str, tuple], ProofNode] = {}
         self._plans: dict[int, BodyQuery] = {}
         self._facts: dict[tuple[str, tuple], int] | None = None
+        self._recursive: dict[str, frozenset[str]] | None = None
         self._rules_name = Path(self.program.source).name
 
     # -- entry point -----------------------------------------------------------------------
@@ -192,9 +193,21 @@ class Prover:
     def _query(self, rule_index: int) -> BodyQuery:
         query = self._plans.get(rule_index)
         if query is None:
-            query = BodyQuery(self.program.relations, self.program.plans[rule_index])
+            head = self.program.rules[rule_index].head.relation
+            query = BodyQuery(self.program.relations, self.program.plans[rule_index], self._stratum_of(head))
             self._plans[rule_index] = query
         return query
+
+    def _stratum_of(self, relation: str) -> frozenset[str]:
+        """The relations of `relation`'s stratum when it is recursive (else none)."""
+        if self._recursive is None:
+            self._recursive = {
+                name: frozenset(stratum.relations)
+                for stratum in self.program.stratification
+                if stratum.recursive
+                for name in stratum.relations
+            }
+        return self._recursive.get(relation, frozenset())
 
     # -- bodies ----------------------------------------------------------------------------
 
