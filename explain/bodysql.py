@@ -124,7 +124,9 @@ class BodyQuery:
             # then the tuples themselves, so that the same question always gets the same answer.
             newest = iters[0] if len(iters) == 1 else f"greatest({', '.join(iters)})"
             sql += f" ORDER BY {', '.join([newest, ' + '.join(iters), *values])}"
-        elif by_values and values:
+        elif (by_values or shortest_first) and values:
+            # No atom of the head's stratum: the tuples themselves choose (a plain table order
+            # differs between an updated and a fresh evaluation).
             sql += f" ORDER BY {', '.join(values)}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
