@@ -162,6 +162,8 @@ class Assessment:
     fact_count: int = 0
     findings: list[Finding] = field(default_factory=list)
     audit_notes: list[AuditNote] = field(default_factory=list)
+    # Sites no rule could judge for want of evidence (kind "loop" or "call", file, line).
+    unresolved: list[tuple[str, str, int]] = field(default_factory=list)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # relpath -> text
@@ -275,6 +277,9 @@ def read_back(result: Assessment, found: Evaluation, inputs: Inputs) -> None:
         AuditNote(kind, file, line, func, result.source_line(file, line))
         for kind, file, line, func in db.rows("audit_note")
     ]
+    # Optional in a user's --rules file: a program without it has no blind spots to count.
+    rows = db.rows("unresolved") if "unresolved" in db.program.relations else []
+    result.unresolved = sorted(rows, key=lambda row: (row[1], row[2], row[0]))
     result.decision = read_decision(db)
 
 

@@ -59,10 +59,11 @@ class Inputs:
 
     @cached_property
     def deep(self) -> set[str]:
-        """Files extracted in depth (see facts.relevance)."""
-        from .facts.relevance import deep_files
-
-        return deep_files({s.relpath: s.text for s in self.texts})
+        """Files extracted in depth: all of them. Which files matter is the rules' judgement
+        (array work, the hot path, code with no array work at all), never a guess made from
+        a file's imports before any rule has run: a pure-Python file beside array code can
+        hold the hot loop, or be what has to be vectorized first."""
+        return {s.relpath for s in self.texts}
 
     @cached_property
     def bases(self) -> dict[str, int]:
@@ -201,7 +202,7 @@ class FileLayout:
     """Where a file's facts are in a database, and what they were made from."""
 
     sha: str  # of the file's bytes
-    deep: bool  # extracted in depth (facts.relevance)
+    deep: bool  # extracted in depth (Inputs.deep)
     base: int  # first node id
     nodes: int  # node ids used
     failed: str = ""  # why the file could not be extracted ("" when it was)

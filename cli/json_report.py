@@ -106,6 +106,19 @@ def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None
             "notebooks": sorted(a.notebooks),
             "partial": [{"file": f, "reason": r} for f, r in a.partial],
         },
+        "unresolved": {
+            "loops": sum(1 for kind, _, _ in a.unresolved if kind == "loop"),
+            "calls": sum(1 for kind, _, _ in a.unresolved if kind == "call"),
+            "sites": [
+                {
+                    "kind": kind,
+                    "file": file,
+                    "line": line,
+                    **({"location": a.where(file, line)} if a.where(file, line) != f"{file}:{line}" else {}),
+                }
+                for kind, file, line in a.unresolved
+            ],
+        },
         "manifest": {
             "source": prov.get("source", ""),
             "cupynumeric_version": prov.get("cupynumeric_version", ""),

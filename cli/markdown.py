@@ -94,6 +94,8 @@ def _header(a: Assessment) -> list[str]:
         f"API manifest: cuPyNumeric {prov.get('cupynumeric_version', '?')}, "
         f"NumPy {prov.get('numpy_version', '?')}, dated {prov.get('date', '?')}.",
     ]
+    if a.unresolved:
+        out.append(_unresolved_line(a))
     if manifest.stale:
         out.append(
             f"**Warning:** the manifest is {manifest.age_days()} days old; "
@@ -231,6 +233,12 @@ def _api_gaps(a: Assessment) -> list[str]:
 
 def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> list[str]:
     d = a.decision
+    if d.pattern == "python-loops":
+        return [
+            "1. Not a NumPy program yet: rewrite the Python element loops as NumPy array "
+            "operations (lists of numbers → arrays, per-element loops → whole-array expressions).",
+            "2. Then assess the NumPy version: cuPyNumeric accelerates array code, not Python loops.",
+        ]
     if workload_stop and d.verdict_rule == 2:
         tool = BETTER_TOOLS.get(d.pattern, "a tool suited to this workload")
         return [
@@ -279,6 +287,19 @@ def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> 
     return [f"{i}. {s}" for i, s in enumerate(steps, 1)]
 
 
+def _unresolved_line(a: Assessment) -> str:
+    loops = sum(1 for kind, _, _ in a.unresolved if kind == "loop")
+    calls = len(a.unresolved) - loops
+    return (
+        f"Unresolved: {loops} loop(s) and {calls} call(s) could not be judged — their values "
+        "show no evidence of being arrays, so no finding is made there (listed at the end)."
+    )
+
+
+# The footer lists this many unresolved sites; JSON lists them all.
+UNRESOLVED_SHOWN = 20
+
+
 def _footer(a: Assessment, show_suppressed: bool, known_in_baseline: int | None) -> list[str]:
     out: list[str] = ["", "---", ""]
     out.append(
@@ -297,6 +318,12 @@ def _footer(a: Assessment, show_suppressed: bool, known_in_baseline: int | None)
     if a.skipped:
         out += ["", f"Skipped files ({len(a.skipped)}):", ""]
         out += [f"- {s.relpath}: {s.reason}" for s in a.skipped]
+    if a.unresolved:
+        out += ["", f"Unresolved sites ({len(a.unresolved)}; no evidence of an array there):", ""]
+        out += [f"- {a.where(file, line)}: {kind}" for kind, file, line in a.unresolved[:UNRESOLVED_SHOWN]]
+        if len(a.unresolved) > UNRESOLVED_SHOWN:
+            more = len(a.unresolved) - UNRESOLVED_SHOWN
+            out.append(f"- … and {more} more (`--format json` lists them all)")
     cells = [(f, c, r) for f, nb in sorted(a.notebooks.items()) for c, r in nb.skipped_cells]
     if cells:
         out += ["", "Notebook cells left out:", ""]

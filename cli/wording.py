@@ -11,6 +11,8 @@ from ..assessment import Assessment, Gate
 VERDICT_RULES = {
     1: "Gate 1 fails: the hardware cannot run cuPyNumeric (compute capability below 7.0)",
     2: "Gate 4 fails: the workload class ({pattern}) is not what cuPyNumeric accelerates",
+    # Gate 4 on code that does no NumPy array work yet (decision.md).
+    -2: "no NumPy array work: the hot loops are Python element loops; vectorize with NumPy first",
     3: "Gate 2 fails: the hot arrays are below 65,536 elements per GPU",
     4: "mpi4py sits beside the array code (R108): the decomposition must be removed",
     5: "{blocks} BLOCKS sites on hot paths (three or more)",
@@ -26,7 +28,7 @@ BETTER_TOOLS = {
     "sparse": "CuPy with cupyx.scipy.sparse for sparse linear algebra",
     "sequential": "a parallel scan (associative recurrence) or a compiled kernel (Numba)",
     "string": "RAPIDS cuDF string functions, or keep it on the CPU",
-    "no-array-hot-path": "Numba or a compiled extension for the scalar loops",
+    "no-array-work": "nothing here that cuPyNumeric would accelerate: keep it on the CPU",
     "mixed": "cuPyNumeric for the array math, with the SciPy/sklearn part isolated at a boundary",
 }
 
@@ -44,7 +46,8 @@ def verdict_reason(a: Assessment) -> str:
     d = a.decision
     base = next((v for r, v in d.matched_rules), d.verdict)
     gaps = ", ".join(sorted({g.api for g in d.api_gaps if g.hot})) or "an unsupported API"
-    text = VERDICT_RULES.get(d.verdict_rule, "").format(
+    rule = -2 if d.verdict_rule == 2 and d.pattern == "python-loops" else d.verdict_rule
+    text = VERDICT_RULES.get(rule, "").format(
         pattern=d.pattern,
         blocks=d.blocks_sites,
         refactor=d.refactor_sites,
@@ -95,6 +98,8 @@ def gate_reason(gate: Gate, a: Assessment) -> str:
         }.get(key, key)
     if gate.number == 4:
         where = _evidence(d, d.pattern)
+        if gate.status == "fail" and d.pattern == "no-array-work":
+            return "no NumPy array work and no numeric loop: nothing here that cuPyNumeric would accelerate"
         if gate.status == "fail":
             return f"{d.pattern} workload{where}: not what cuPyNumeric accelerates"
         if key == "mixed":
@@ -104,6 +109,11 @@ def gate_reason(gate: Gate, a: Assessment) -> str:
             )
         if key == "unknown":
             return "no dominant array pattern recognised"
+        if key == "python-loops":
+            return (
+                f"no NumPy array work{where}: the hot loops are Python element loops; "
+                "vectorize with NumPy first"
+            )
         return f"{d.pattern}{where}"
     if gate.number == 5:
         total, hot = d.touchpoints

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .flow import Flow, merged_states
 from .schema import NO_NODE
-from .scopes import Resolver, Scope
+from .scopes import Resolver, Scope, module_scope_of
 from .tree import PNode, string_body
 
 Rows = dict[str, list[tuple]]
@@ -56,6 +57,13 @@ _SIMPLE_STMT_KINDS = {
     "print_statement": "print",
     "exec_statement": "exec",
     "type_alias_statement": "type_alias",
+}
+# Statements after which their path goes no further, and where it goes.
+_PATH_ENDS = {
+    "return_statement": "return",
+    "raise_statement": "raise",
+    "break_statement": "break",
+    "continue_statement": "continue",
 }
 _FOLD = {
     "+": lambda a, b: a + b,
@@ -300,12 +308,14 @@ def _param_name(p: PNode) -> str | None:
 
 
 class _Ctx:
-    __slots__ = ("scope", "stmt", "loop")
+    __slots__ = ("scope", "stmt", "loop", "guard")
 
-    def __init__(self, scope: Scope, stmt: int, loop: int) -> None:
+    def __init__(self, scope: Scope, stmt: int, loop: int, guard: tuple[int, int] | None = None) -> None:
         self.scope = scope
         self.stmt = stmt
         self.loop = loop
+        # The innermost `if` of the scope whose branch holds this code, and which branch.
+        self.guard = guard
 
 
 class FileExtractor:
@@ -345,10 +355,16 @@ class FileExtractor:
         top = collector.collect(root)
         self._scopes = collector.scope_of_def
         top.nid = self.new_id()
+        top.flow = Flow()
         self.rows["source_file"].append((self.file, self.module, lines))
         self.rows["scope"].append((top.nid, "module", "<module>", self.file, 1, max(lines, 1)))
         self._statements(root.children, _Ctx(top, NO_NODE, NO_NODE))
+        self._reads(top)
         return self.rows
+
+    def _reads(self, scope: Scope) -> None:
+        """The reaching definitions of a scope walked to its end."""
+        self.rows["reaching"].extend(scope.flow.reads())
 
     # -- statements ---------------------------------------------------------
 
@@ -379,9 +395,18 @@ class FileExtractor:
         self.rows["node"].append((sid, kind, ctx.scope.nid, node.line))
         if ctx.loop != NO_NODE:
             self.rows["in_loop"].append((sid, ctx.loop))
-        return _Ctx(ctx.scope, sid, ctx.loop)
+        if ctx.guard is not None:
+            self.rows["under_if"].append((sid, *ctx.guard))
+        return _Ctx(ctx.scope, sid, ctx.loop, ctx.guard)
 
     def _statement(self, node: PNode, ctx: _Ctx) -> None:
+        self._statement_kind(node, ctx)
+        flow = ctx.scope.flow
+        flow.commit()
+        if node.kind in _PATH_ENDS:
+            flow.end_path(_PATH_ENDS[node.kind])
+
+    def _statement_kind(self, node: PNode, ctx: _Ctx) -> None:
         kind = node.kind
         if kind == "expression_statement":
             self._expression_statement(node, ctx)
@@ -414,11 +439,17 @@ class FileExtractor:
             named = node.named_children()
             if named and named[0].kind != "block":
                 self._expr(named[0], sctx)
+            flow = ctx.scope.flow
+            entry = flow.save()
+            ends = [entry]  # no case may match
             for block in (c for c in node.children if c.kind == "block"):
                 for case in block.named_children():
                     body = case.child_of_kind("block")
                     if body is not None:
+                        flow.restore(entry)
                         self._statements(body.children, ctx)
+                        ends.append(flow.save())
+            flow.join(ends)
         elif kind == "assert_statement":
             sctx = self._stmt_node(node, "assert", ctx)
             named = node.named_children()
@@ -457,6 +488,9 @@ class FileExtractor:
             target, value = parts[0], parts[-1]
             op = parts[1].kind if len(parts) >= 3 else "?="
             t = self._target(target, sctx)
+            if target.kind == "identifier":
+                # `x += y` reads x as it was: the bindings that reach its target.
+                self._read(t, target.text or "", sctx.scope)
             v = self._expr(value, sctx)
             self.rows["assign"].append((sctx.stmt, t, v, op))
         else:
@@ -482,7 +516,10 @@ class FileExtractor:
     def _target(self, node: PNode, ctx: _Ctx) -> int:
         if node.kind == "identifier":
             nid = self._node(node, "identifier", ctx)
-            self.rows["name_store"].append((nid, node.text or ""))
+            name = node.text or ""
+            self.rows["name_store"].append((nid, name))
+            if name not in ctx.scope.global_names:
+                ctx.scope.flow.bind(name, nid)
             return nid
         if node.kind in _SEQUENCES:
             nid = self._node(node, node.kind, ctx)
@@ -509,15 +546,21 @@ class FileExtractor:
         target_node = named[0] if named else None
         iter_node = named[1] if len(named) > 1 and named[1].kind != "block" else None
         # The iterable is evaluated once, before the loop: outside its body.
-        outer = _Ctx(ctx.scope, loop_id, ctx.loop)
+        outer = _Ctx(ctx.scope, loop_id, ctx.loop, ctx.guard)
         it = self._expr(iter_node, outer) if iter_node is not None else NO_NODE
-        inner = _Ctx(ctx.scope, loop_id, loop_id)
+        flow = ctx.scope.flow
+        entered = flow.enter_loop(loop_id)
+        inner = _Ctx(ctx.scope, loop_id, loop_id, ctx.guard)
         tgt = self._target(target_node, inner) if target_node is not None else NO_NODE
+        flow.commit()
         self._loop_fact(loop_id, "for", it, tgt, node.end_line, ctx)
         for child in node.children:
             if child.kind == "block":
                 self._statements(child.children, inner)
-            elif child.kind == "else_clause":
+        if entered:
+            flow.exit_loop()
+        for child in node.children:
+            if child.kind == "else_clause":
                 body = child.child_of_kind("block")
                 if body is not None:
                     self._statements(body.children, ctx)
@@ -525,16 +568,22 @@ class FileExtractor:
     def _while(self, node: PNode, ctx: _Ctx) -> None:
         lctx = self._stmt_node(node, "while", ctx)
         loop_id = lctx.stmt
-        inner = _Ctx(ctx.scope, loop_id, loop_id)
+        flow = ctx.scope.flow
+        entered = flow.enter_loop(loop_id)
+        inner = _Ctx(ctx.scope, loop_id, loop_id, ctx.guard)
         named = node.named_children()
         test = self._expr(named[0], inner) if named and named[0].kind != "block" else NO_NODE
+        flow.commit()
         self._loop_fact(loop_id, "while", test, NO_NODE, node.end_line, ctx)
         if test != NO_NODE:
             self.rows["branch_test"].append((loop_id, test, "while"))
         for child in node.children:
             if child.kind == "block":
-                self._statements(child.children, _Ctx(ctx.scope, loop_id, loop_id))
-            elif child.kind == "else_clause":
+                self._statements(child.children, _Ctx(ctx.scope, loop_id, loop_id, ctx.guard))
+        if entered:
+            flow.exit_loop()
+        for child in node.children:
+            if child.kind == "else_clause":
                 body = child.child_of_kind("block")
                 if body is not None:
                     self._statements(body.children, ctx)
@@ -548,26 +597,46 @@ class FileExtractor:
 
     def _if(self, node: PNode, ctx: _Ctx) -> None:
         sctx = self._stmt_node(node, "if", ctx)
+        if_id = sctx.stmt
         named = node.named_children()
         if named and named[0].kind != "block":
             e = self._expr(named[0], sctx)
-            self.rows["branch_test"].append((sctx.stmt, e, "if"))
+            self.rows["branch_test"].append((if_id, e, "if"))
+        flow = ctx.scope.flow
+        flow.commit()  # a walrus in the test
+        entry = flow.save()
+        ends = []
+        has_else = False
+        branch = 0
         for child in node.children:
             if child.kind == "block":
-                self._statements(child.children, ctx)
+                flow.restore(entry)
+                self._statements(child.children, _Ctx(ctx.scope, ctx.stmt, ctx.loop, (if_id, 0)))
+                ends.append(flow.save())
             elif child.kind == "elif_clause":
+                branch += 1
+                flow.restore(entry)
                 ectx = self._stmt_node(child, "elif", ctx)
                 cnamed = child.named_children()
                 if cnamed and cnamed[0].kind != "block":
                     e = self._expr(cnamed[0], ectx)
                     self.rows["branch_test"].append((ectx.stmt, e, "elif"))
+                flow.commit()
+                entry = flow.save()
                 body = child.child_of_kind("block")
                 if body is not None:
-                    self._statements(body.children, ctx)
+                    self._statements(body.children, _Ctx(ctx.scope, ctx.stmt, ctx.loop, (if_id, branch)))
+                ends.append(flow.save())
             elif child.kind == "else_clause":
+                has_else = True
+                flow.restore(entry)
                 body = child.child_of_kind("block")
                 if body is not None:
-                    self._statements(body.children, ctx)
+                    self._statements(body.children, _Ctx(ctx.scope, ctx.stmt, ctx.loop, (if_id, -1)))
+                ends.append(flow.save())
+        if not has_else:
+            ends.append(entry)
+        flow.join(ends)
 
     def _with(self, node: PNode, ctx: _Ctx) -> None:
         sctx = self._stmt_node(node, "with", ctx)
@@ -583,16 +652,27 @@ class FileExtractor:
                         self.rows["assign"].append((sctx.stmt, tid, value, "with"))
                 else:
                     self._expr(part, sctx)
+        ctx.scope.flow.commit()
         body = node.child_of_kind("block")
         if body is not None:
             self._statements(body.children, ctx)
 
     def _try(self, node: PNode, ctx: _Ctx) -> None:
         self._stmt_node(node, "try", ctx)
+        flow = ctx.scope.flow
+        entry = flow.save()
+        body_end = entry
+        handlers_start = entry
+        ends = []
+        has_else = False
         for child in node.children:
             if child.kind == "block":
                 self._statements(child.children, ctx)
+                body_end = flow.save()
+                # An exception may be raised anywhere in the body: before or after its bindings.
+                handlers_start = merged_states(entry, body_end)
             elif child.kind in ("except_clause", "except_group_clause"):
+                flow.restore(handlers_start)
                 cctx = self._stmt_node(child, "except", ctx)
                 for part in child.named_children():
                     if part.kind == "block":
@@ -603,10 +683,23 @@ class FileExtractor:
                             self._expr(pieces[0], cctx)
                     else:
                         self._expr(part, cctx)
-            elif child.kind in ("else_clause", "finally_clause"):
+                ends.append(flow.save())
+            elif child.kind == "else_clause":
+                has_else = True
+                flow.restore(body_end)
                 body = child.child_of_kind("block")
                 if body is not None:
                     self._statements(body.children, ctx)
+                ends.append(flow.save())
+            elif child.kind == "finally_clause":
+                flow.join([*ends, *([] if has_else else [body_end])])
+                ends = []
+                body = child.child_of_kind("block")
+                if body is not None:
+                    self._statements(body.children, ctx)
+                ends.append(flow.save())
+                has_else = True
+        flow.join([*ends, *([] if has_else else [body_end])])
 
     def _import(self, node: PNode, ctx: _Ctx) -> None:
         self._stmt_node(node, "import", ctx)
@@ -636,6 +729,7 @@ class FileExtractor:
         if scope is None:
             return
         scope.nid = self.new_id()
+        scope.flow = Flow()
         sid = scope.nid
         kind = scope.kind
         self.rows["scope"].append((sid, kind, scope.qualname, self.file, node.line, node.end_line))
@@ -644,6 +738,8 @@ class FileExtractor:
         self.rows["node"].append((sid, "def" if kind == "function" else "class", ctx.scope.nid, node.line))
         if ctx.loop != NO_NODE:
             self.rows["in_loop"].append((sid, ctx.loop))
+        if ctx.guard is not None:
+            self.rows["under_if"].append((sid, *ctx.guard))
         outer = _Ctx(ctx.scope, sid, ctx.loop)
         for dec in decorators:
             inner = dec.named_children()
@@ -661,6 +757,7 @@ class FileExtractor:
         body = node.child_of_kind("block")
         if body is not None:
             self._statements(body.children, _Ctx(scope, NO_NODE, NO_NODE))
+        self._reads(scope)
 
     def _params(self, node: PNode, scope: Scope, outer: _Ctx) -> None:
         params = node.child_of_kind("parameters")
@@ -678,10 +775,16 @@ class FileExtractor:
             elif p.kind == "dictionary_splat_pattern":
                 annotation = annotation or "**"
             self.rows["param"].append((scope.nid, index, name, annotation))
+            # The parameter as a binding of its name (what reads of it in the body may see).
+            pid = self.new_id()
+            self.rows["node"].append((pid, "param", scope.nid, p.line))
+            self.rows["param_def"].append((pid, scope.nid, index))
+            scope.flow.bind(name, pid)
             if p.kind in ("default_parameter", "typed_default_parameter"):
                 default = p.named_children()[-1]
                 self.rows["param_default"].append((scope.nid, name, self._expr(default, outer)))
             index += 1
+        scope.flow.commit()
 
     def _annotation(self, ann: PNode, scope: Scope) -> str:
         inner = ann.named_children()
@@ -706,6 +809,23 @@ class FileExtractor:
         if ctx.loop != NO_NODE:
             self._in_loop_rows.append((nid, ctx.loop))
         return nid
+
+    def _read(self, nid: int, name: str, scope: Scope) -> None:
+        """A read of `name`: the bindings of the scope's own that reach it, or the enclosing
+        scope (a closure's function, the module) whose binding of it it reads."""
+        if name in scope.global_names:
+            self.rows["free_ref"].append((nid, module_scope_of(scope).nid))
+            return
+        if name in scope.bindings:
+            scope.flow.read(nid, name)
+            return
+        outer = scope.parent
+        while outer is not None:
+            # Class bodies are not enclosing scopes for the functions inside them.
+            if outer.kind != "class" and name in outer.bindings:
+                self.rows["free_ref"].append((nid, outer.nid))
+                return
+            outer = outer.parent
 
     def _child(self, parent: int, node: PNode, ctx: _Ctx) -> int:
         if self._depth >= MAX_EXPR_DEPTH:
@@ -733,10 +853,12 @@ class FileExtractor:
         rows = self.rows
         if kind == "identifier":
             nid = self._node(node, kind, ctx)
-            rows["name_load"].append((nid, node.text or ""))
-            resolved = self.resolver.lookup(node.text or "", ctx.scope)
+            name = node.text or ""
+            rows["name_load"].append((nid, name))
+            resolved = self.resolver.lookup(name, ctx.scope)
             if resolved:
                 rows["qualified_ref"].append((nid, resolved))
+            self._read(nid, name, ctx.scope)
             return nid
         nid = self._node(node, kind, ctx)
         if kind == "attribute":
@@ -814,12 +936,21 @@ class FileExtractor:
             if len(named) == 2:
                 t = self._target(named[0], ctx)
                 v = self._child(nid, named[1], ctx)
+                ctx.scope.flow.commit()
                 if ctx.stmt != NO_NODE:
                     rows["assign"].append((ctx.stmt, t, v, ":="))
         elif kind == "lambda":
+            flow = ctx.scope.flow
+            saved = flow.save()
+            params = node.child_of_kind("lambda_parameters")
+            for p in params.named_children() if params is not None else []:
+                name = _param_name(p)
+                if name and flow.state is not None:
+                    flow.state.defs[name] = frozenset()  # its own parameter, not the scope's name
             body = [c for c in node.named_children() if c.kind != "lambda_parameters"]
             for child in body:
                 self._child(nid, child, ctx)
+            flow.restore(saved)
         elif kind in ("keyword_argument", "pair", "list_splat", "dictionary_splat", "await",
                       "yield", "dictionary", "slice", "expression_list", "starred_expression"):
             for child in node.named_children():
@@ -918,6 +1049,16 @@ class FileExtractor:
                 self.rows["subscript_index"].append((nid, pos, self._child(nid, ix, ctx)))
 
     def _comprehension(self, node: PNode, nid: int, ctx: _Ctx) -> None:
+        flow = ctx.scope.flow
+        # `s = [i for i in p]`: the binding of s waits for the statement's end, past the
+        # comprehension's own (committed, then dropped: its variables do not outlive it).
+        pending = flow.take_pending()
+        saved = flow.save()
+        self._comprehension_clauses(node, nid, ctx)
+        flow.restore(saved)
+        flow.put_pending(pending)
+
+    def _comprehension_clauses(self, node: PNode, nid: int, ctx: _Ctx) -> None:
         named = node.named_children()
         body = [c for c in named if c.kind not in ("for_in_clause", "if_clause")]
         current = ctx
@@ -931,6 +1072,7 @@ class FileExtractor:
                 it = self._child(nid, parts[-1], iter_ctx) if len(parts) >= 2 else NO_NODE
                 inner = _Ctx(ctx.scope, current.stmt, loop_id)
                 tgt = self._target(parts[0], inner) if parts else NO_NODE
+                ctx.scope.flow.commit()
                 self._loop_fact(loop_id, "comprehension", it, tgt, clause.end_line, current)
                 current = inner
                 first = False

@@ -67,6 +67,10 @@ INPUT_RELATIONS: dict[str, tuple[Column, ...]] = {
         "import_module": "file:symbol, module:symbol, line:number",
         "fstring_value": "e:node, inner:node",
         "sub_expr": "parent:node, child:node",
+        "reaching": "e:node, d:node",
+        "free_ref": "e:node, s:node",
+        "param_def": "p:node, f:node, index:number",
+        "under_if": "s:node, test:node, branch:number",
     }.items()
 }
 

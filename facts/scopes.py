@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 
+from .flow import Flow
 from .tree import PNode
 
 BUILTIN_NAMES = frozenset(dir(builtins))
@@ -32,6 +33,7 @@ class Scope:
         "node",
         "first_param",
         "nid",
+        "flow",
     )
 
     def __init__(self, kind: str, name: str, qualname: str, parent: Scope | None, node: PNode):
@@ -47,6 +49,7 @@ class Scope:
         self.global_names: set[str] = set()
         self.first_param: str | None = None
         self.nid = -1
+        self.flow: Flow = Flow()  # the extractor's, while it walks the scope
 
     def bind(self, name: str, qualified: str) -> None:
         old = self.bindings.get(name)

@@ -18,7 +18,18 @@ NAMESPACES: tuple[str, ...] = (
     "numpy.linalg",
     "numpy.fft",
     "numpy.random",
+    # Submodules calls reach as `np.ma.masked_where(...)`: cuPyNumeric has none of them.
+    "numpy.ma",
+    "numpy.char",
+    "numpy.strings",
+    "numpy.rec",
+    "numpy.emath",
+    "numpy.polynomial",
 )
+# The methods of a binary ufunc (`np.add.outer(a, b)`), listed as numpy.<ufunc>.<method>.
+UFUNC_METHODS: tuple[str, ...] = ("reduce", "accumulate", "reduceat", "outer", "at")
+# An assignment to an array attribute (`a.shape = (n, m)`) is listed as numpy.ndarray.<name>=.
+SETTER_SUFFIX = "="
 
 # NumPy documents some aliases only in prose ("`amax` is an alias of `~numpy.max`"), because
 # since NumPy 2 they are separate function objects; the docstring is NumPy's own statement.
@@ -67,6 +78,22 @@ def _doc_alias_target(name: str, doc: str) -> str | None:
             return match.group("target")
     match = _THIS_ALIAS.search(doc)
     return match.group("target") if match else None
+
+
+def _settable_attributes(numpy: Any) -> list[str]:
+    """The public attributes of an array that an assignment may change (`a.shape = ...`):
+    tried on a small array, each set to the value it has."""
+    found = []
+    for name in sorted(dir(numpy.ndarray)):
+        if name.startswith("_") or callable(getattr(numpy.ndarray, name, None)):
+            continue
+        probe = numpy.zeros((2, 2))
+        try:
+            setattr(probe, name, getattr(probe, name))
+        except (AttributeError, TypeError, ValueError):
+            continue
+        found.append(name)
+    return found
 
 
 class _UnionFind:
@@ -127,6 +154,13 @@ def collect(numpy: Any | None = None) -> NumpySide:
                 if target is not None:
                     qualified = target if target.startswith("numpy.") else f"{namespace}.{target}"
                     doc_aliases.append((api, qualified))
+        for api, value in list(objects.items()):
+            if isinstance(value, numpy.ufunc) and value.nin == 2 and value.nout == 1 and "." not in api[6:]:
+                for method in UFUNC_METHODS:
+                    names[f"{api}.{method}"] = NumpyName(f"{api}.{method}", api, method, False)
+        for name in _settable_attributes(numpy):
+            api = f"numpy.ndarray.{name}{SETTER_SUFFIX}"
+            names[api] = NumpyName(api, "numpy.ndarray", name + SETTER_SUFFIX, False)
     for api, target in doc_aliases:
         if target in names and target != api:
             uf.union(api, target)

@@ -477,6 +477,27 @@ class PackageScan:
                     return found
         return None
 
+    def _made_class(self, binding: _Expr, depth: int) -> _Def | None:
+        """The class of the value a call makes: the class called, or the class a factory
+        function returns an instance of (`return binary_ufunc(...)`)."""
+        func = binding.node.field("function")
+        callee_binding = self._lookup_expr(binding.module, func, depth + 1) if func is not None else None
+        callee = self._definition(callee_binding, depth + 1) if callee_binding is not None else None
+        if callee is None or depth > MAX_DEPTH:
+            return None
+        if callee.node.kind() == "class_definition":
+            return callee
+        for ret in callee.node.find_all(kind="return_statement"):
+            value = next(iter(_named(ret)), None)
+            fn = value.field("function") if value is not None and value.kind() == "call" else None
+            if fn is None:
+                continue
+            made = self._lookup_expr(callee.module, fn, depth + 1)
+            found = self._definition(made, depth + 1) if made is not None else None
+            if found is not None and found.node.kind() == "class_definition":
+                return found
+        return None
+
     # -- resolution ------------------------------------------------------------------------
 
     def _definition(self, binding: _Binding, depth: int) -> _Def | None:
@@ -528,6 +549,11 @@ class PackageScan:
                 if base.node.kind() == "class_definition":
                     return self._member(base, attr, depth)
                 return None
+            if isinstance(base, _Expr) and base.node.kind() == "call":
+                # A value a factory made (`subtract = create_binary_ufunc(...)`): its
+                # attributes are those of the class the factory instantiates.
+                made = self._made_class(base, depth)
+                return self._member(made, attr, depth) if made is not None else None
             nxt = self._step(base, depth)
             if nxt is None:
                 if isinstance(base, _Import) and not self.is_internal(base.module):
@@ -630,7 +656,11 @@ class PackageScan:
     # -- public ----------------------------------------------------------------------------
 
     def lookup(self, qualified: str) -> Target | None:
-        """What `cupynumeric.a.b` is, or None when the package does not define it."""
+        """What `cupynumeric.a.b` is, or None when the package does not define it. For
+        `cupynumeric.ndarray.shape=` (an assignment to the attribute): the attribute, when
+        its class lets it be set (a property with a setter, or a plain class attribute)."""
+        if qualified.endswith("="):
+            return self._settable(qualified[:-1])
         parts = qualified.split(".")
         if parts[0] != self.package:
             return None
@@ -644,6 +674,23 @@ class PackageScan:
                     return None
             binding = nxt
         return self._resolve(binding, 0)
+
+    def _settable(self, qualified: str) -> Target | None:
+        owner, _, attr = qualified.rpartition(".")
+        cls_target = self.lookup(owner)
+        if cls_target is None or cls_target.kind != "class":
+            return None
+        parts = owner.split(".")
+        binding: _Binding | None = _ModuleRef(self.package)
+        for part in parts[1:]:
+            binding = self._attribute(binding, part, 0) if binding is not None else None
+        cls = self._definition(binding, 0) if binding is not None else None
+        member = self._member(cls, attr, 0) if cls is not None else None
+        if isinstance(member, _Def) and f"{attr}.setter" in member.decorators:
+            return self.lookup(qualified)
+        if isinstance(member, (_Expr, _Str)):
+            return self.lookup(qualified)
+        return None
 
     def version(self) -> str | None:
         """The package version from `_version.py` / `__init__.py`, read without importing."""

@@ -15,22 +15,6 @@ from cpq.assessment import assess
 from cpq.context import Context
 
 CASES = json.loads((EXAMPLES / "expected.json").read_text())["cases"]
-# Examples added with issue [9] (follow the arrays through real code) that the rules do not
-# get right yet: expected to fail until that issue is done (strict, so a pass is noticed).
-AWAITING_VALUE_ANALYSIS = {
-    "backend_param.py", "swarm_class.py", "closure_helper.py", "returned_arrays.py",
-    "solver_and_plot.py", "interior_loop.py", "host_and_device.py", "ufunc_methods.py",
-    "list_grid.py",
-}
-
-
-def _case_param(case: dict) -> object:
-    marks = (
-        [pytest.mark.xfail(reason="issue [9]: value analysis", strict=True)]
-        if case["file"] in AWAITING_VALUE_ANALYSIS
-        else []
-    )
-    return pytest.param(case, id=case["file"], marks=marks)
 
 
 def _matches(findings, code: str, func: str) -> bool:
@@ -41,7 +25,7 @@ def _matches(findings, code: str, func: str) -> bool:
     )
 
 
-@pytest.mark.parametrize("case", [_case_param(c) for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
 def test_example(case: dict) -> None:
     result = assess(EXAMPLES / case["file"], Context.from_options(**context_options(case["args"])))
     wanted = case["verdict"] if isinstance(case["verdict"], list) else [case["verdict"]]
@@ -69,16 +53,11 @@ def test_example(case: dict) -> None:
 
 
 def test_grade_script_through_the_cli(tmp_path) -> None:
-    """The project's grading script, run as a user would, scores every example (but those
-    awaiting issue [9])."""
+    """The project's grading script, run as a user would, scores every example."""
     cpq = shutil.which("cpq")
     command = cpq if cpq else f"{sys.executable} -m cpq"
-    expected = json.loads((EXAMPLES / "expected.json").read_text())
-    expected["cases"] = [c for c in expected["cases"] if c["file"] not in AWAITING_VALUE_ANALYSIS]
-    graded = tmp_path / "expected.json"
-    graded.write_text(json.dumps(expected))
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES.parent / "grade.py"), str(graded),
+        [sys.executable, str(EXAMPLES.parent / "grade.py"), str(EXAMPLES / "expected.json"),
          str(EXAMPLES), "--cpq", command],
         capture_output=True,
         text=True,

@@ -5,8 +5,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from cpq.facts import INPUT_RELATIONS, NO_NODE, FileFacts, Skipped, SourceText, extract_source
 
@@ -661,58 +659,3 @@ def test_source_file_row() -> None:
     assert rel(rows, "scope")[0] == (0, "module", "<module>", "sub/mod.py", 1, 2)
 
 
-# -- which files are extracted in depth (facts.relevance) ---------------------------------------
-
-
-def test_imported_modules_reads_import_lines_only() -> None:
-    from cpq.facts.relevance import imported_modules
-
-    text = (
-        "import os, numpy as np\n"
-        "x = 'import fake'  # import nothing\n"
-        "    from .helpers import f\n"
-        "from ..base.core import g  # import again on the same line\n"
-        "print('from x import y')\n"
-        "\tfrom . import sibling\n"
-        "import last"  # no newline at the end
-    )
-    assert imported_modules(text, "pkg.sub.mod", is_package=False) == {
-        "os",
-        "numpy",
-        "pkg.sub.helpers",
-        "pkg.base.core",
-        "pkg.sub",
-        "last",
-    }
-
-
-def test_deep_files_follow_imports_both_ways() -> None:
-    from cpq.facts.relevance import deep_files
-
-    texts = {
-        "solver.py": "import numpy as np\nfrom helpers import step\n",
-        "helpers.py": "def step(x):\n    return x\n",
-        "cli.py": "import solver\n",
-        "notes.py": "print('no arrays here')\n",
-    }
-    assert deep_files(texts) == {"solver.py", "helpers.py", "cli.py"}
-    assert deep_files({"a.py": "x = 1\n", "b.py": "y = 2\n"}) == {"a.py", "b.py"}  # no array code
-
-
-@given(
-    st.lists(
-        st.sampled_from(["import", "from", " ", "\t", "\n", "x", ".", ",", "os", "as", "#", "'"]),
-        max_size=40,
-    )
-)
-def test_import_lines_match_a_line_anchored_regex(parts: list[str]) -> None:
-    """Only lines holding `import` are tried: the same statements as a multi-line regex."""
-    import re
-
-    from cpq.facts.relevance import _import_statements
-
-    text = "".join(parts)
-    anchored = re.compile(
-        r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import|import[ \t]+([\w., \t]+))", re.MULTILINE
-    )
-    assert [m.groups() for m in _import_statements(text)] == [m.groups() for m in anchored.finditer(text)]

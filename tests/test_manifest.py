@@ -87,6 +87,32 @@ def test_unlisted_names_are_silent(shipped: Manifest) -> None:
     assert "not listed" in result.output
 
 
+@pytest.mark.parametrize(
+    "api",
+    [
+        "numpy.subtract.outer",  # methods of binary ufuncs
+        "numpy.add.reduceat",
+        "numpy.add.accumulate",
+        "numpy.multiply.at",
+        "numpy.ma.masked_invalid",  # submodules cuPyNumeric does not have
+        "numpy.ma.masked_where",
+        "numpy.char.add",
+        "numpy.polynomial.Polynomial",
+        "numpy.ndarray.shape=",  # attributes NumPy lets code set and cuPyNumeric does not
+        "numpy.ndarray.dtype=",
+    ],
+)
+def test_ufunc_methods_submodules_and_setters_are_listed(shipped: Manifest, api: str) -> None:
+    entry = shipped.lookup(api)
+    assert entry is not None, f"{api} is not listed"
+    assert (entry.level, entry.glyph) == ("none", "✗")
+
+
+def test_a_ufunc_method_the_package_defines_is_not_a_gap(shipped: Manifest) -> None:
+    reduce = shipped.lookup("numpy.add.reduce")
+    assert reduce is not None and reduce.level != "none"
+
+
 def test_alias_lookups(shipped: Manifest) -> None:
     abs_entry = shipped.lookup("numpy.abs")
     assert abs_entry is not None and abs_entry.api == "numpy.absolute"
