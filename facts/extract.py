@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .flow import Flow, merged_states
+from .flow import Flow, FlowState, merged_states
 from .schema import NO_NODE
 from .scopes import Resolver, Scope, module_scope_of
 from .tree import PNode, string_body
@@ -629,14 +629,20 @@ class FileExtractor:
                 ends.append(flow.save())
             elif child.kind == "else_clause":
                 has_else = True
-                flow.restore(entry)
-                body = child.child_of_kind("block")
-                if body is not None:
-                    self._statements(body.children, _Ctx(ctx.scope, ctx.stmt, ctx.loop, (if_id, -1)))
-                ends.append(flow.save())
+                self._branch(child, _Ctx(ctx.scope, ctx.stmt, ctx.loop, (if_id, -1)), entry, ends)
         if not has_else:
             ends.append(entry)
         flow.join(ends)
+
+    def _branch(self, clause: PNode, ctx: _Ctx, start: FlowState, ends: list[FlowState]) -> None:
+        """Walk the block of `clause` (an else) from the flow state `start`; its end state
+        joins `ends`."""
+        flow = ctx.scope.flow
+        flow.restore(start)
+        body = clause.child_of_kind("block")
+        if body is not None:
+            self._statements(body.children, ctx)
+        ends.append(flow.save())
 
     def _with(self, node: PNode, ctx: _Ctx) -> None:
         sctx = self._stmt_node(node, "with", ctx)
@@ -686,11 +692,7 @@ class FileExtractor:
                 ends.append(flow.save())
             elif child.kind == "else_clause":
                 has_else = True
-                flow.restore(body_end)
-                body = child.child_of_kind("block")
-                if body is not None:
-                    self._statements(body.children, ctx)
-                ends.append(flow.save())
+                self._branch(child, ctx, body_end, ends)
             elif child.kind == "finally_clause":
                 flow.join([*ends, *([] if has_else else [body_end])])
                 ends = []
@@ -944,9 +946,9 @@ class FileExtractor:
             saved = flow.save()
             params = node.child_of_kind("lambda_parameters")
             for p in params.named_children() if params is not None else []:
-                name = _param_name(p)
-                if name and flow.state is not None:
-                    flow.state.defs[name] = frozenset()  # its own parameter, not the scope's name
+                pname = _param_name(p)
+                if pname and flow.state is not None:
+                    flow.state.defs[pname] = frozenset()  # its own parameter, not the scope's name
             body = [c for c in node.named_children() if c.kind != "lambda_parameters"]
             for child in body:
                 self._child(nid, child, ctx)

@@ -67,6 +67,10 @@ def _merged(states: list[_State | None]) -> _State | None:
     return _State(defs, first.loop, first.entry)
 
 
+# What Flow.save() returns: the bindings at a point of the scope (None: no path reaches it).
+FlowState = _State | None
+
+
 def merged_states(*states: _State | None) -> _State | None:
     return _merged(list(states))
 
