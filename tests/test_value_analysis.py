@@ -271,8 +271,18 @@ def smooth_unknown(u, out):  # reject: R101
     return out
 
 
+def doubled(x):
+    m = x.shape[0]
+    out = np.zeros(m)
+    for j in range(m):
+        out[j] = 2 * x[j]  # expect: R101
+    return out
+
+
 smooth(np.zeros(100), np.zeros(100))
 smooth_lists([0.0] * 100, [0.0] * 100)
+doubled(np.zeros(100))
+doubled(float(3))  # a number at one call site, an array at another: still an array
 '''
 
 SIGNATURES = '''\
