@@ -177,6 +177,11 @@ class Assessment:
     suppressions: dict[str, list[Any]] = field(default_factory=dict)
     unused_suppressions: list[tuple[str, Any]] = field(default_factory=list)
 
+    def unresolved_counts(self) -> tuple[int, int]:
+        """(loops, calls) no rule could judge."""
+        loops = sum(1 for kind, _, _ in self.unresolved if kind == "loop")
+        return loops, len(self.unresolved) - loops
+
     def where(self, file: str, line: int) -> str:
         """`file:line`, or `nb.ipynb:cell 3:line 4` inside a notebook."""
         notebook = self.notebooks.get(file)

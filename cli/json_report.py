@@ -106,19 +106,7 @@ def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None
             "notebooks": sorted(a.notebooks),
             "partial": [{"file": f, "reason": r} for f, r in a.partial],
         },
-        "unresolved": {
-            "loops": sum(1 for kind, _, _ in a.unresolved if kind == "loop"),
-            "calls": sum(1 for kind, _, _ in a.unresolved if kind == "call"),
-            "sites": [
-                {
-                    "kind": kind,
-                    "file": file,
-                    "line": line,
-                    **({"location": a.where(file, line)} if a.where(file, line) != f"{file}:{line}" else {}),
-                }
-                for kind, file, line in a.unresolved
-            ],
-        },
+        "unresolved": _unresolved(a),
         "manifest": {
             "source": prov.get("source", ""),
             "cupynumeric_version": prov.get("cupynumeric_version", ""),
@@ -153,3 +141,15 @@ def dump_json(value: object, indent: int = 2, depth: int = 2) -> str:
         return "[\n" + ",\n".join(parts) + "\n" + end + "]"
 
     return encode(value, 0) + "\n"
+
+
+def _unresolved(a: Assessment) -> dict[str, Any]:
+    loops, calls = a.unresolved_counts()
+    sites = []
+    for kind, file, line in a.unresolved:
+        site: dict[str, Any] = {"kind": kind, "file": file, "line": line}
+        where = a.where(file, line)
+        if where != f"{file}:{line}":  # a notebook cell
+            site["location"] = where
+        sites.append(site)
+    return {"loops": loops, "calls": calls, "sites": sites}

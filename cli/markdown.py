@@ -288,8 +288,7 @@ def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> 
 
 
 def _unresolved_line(a: Assessment) -> str:
-    loops = sum(1 for kind, _, _ in a.unresolved if kind == "loop")
-    calls = len(a.unresolved) - loops
+    loops, calls = a.unresolved_counts()
     return (
         f"Unresolved: {loops} loop(s) and {calls} call(s) could not be judged — their values "
         "show no evidence of being arrays, so no finding is made there (listed at the end)."

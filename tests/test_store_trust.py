@@ -511,24 +511,19 @@ def test_results_named_folders_and_partial_files_linked_elsewhere(lab: Lab) -> N
     assert_unharmed(lab)
 
 
-def test_the_fact_store_as_a_link_to_a_file_elsewhere(lab: Lab) -> None:
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [
+        (facts_store.FACTS_FILE, "victim.txt"),  # the fact store, to a file elsewhere
+        (facts_store.FACTS_FILE + ".wal", "victim.txt"),  # its log
+        (facts_store.LOCK_FILE, "lock-created"),  # the lock, to a missing file elsewhere
+    ],
+    ids=["fact-store", "fact-store-log", "lock"],
+)
+def test_a_store_file_as_a_link_elsewhere(lab: Lab, name: str, target: str) -> None:
     lab.seed()
     drop_results(lab)
-    _link(lab.store / facts_store.FACTS_FILE, lab.outside / "victim.txt")
-    assert_unharmed(lab, heals=False)
-
-
-def test_the_fact_stores_log_as_a_link_to_a_file_elsewhere(lab: Lab) -> None:
-    lab.seed()
-    drop_results(lab)
-    _link(lab.store / (facts_store.FACTS_FILE + ".wal"), lab.outside / "victim.txt")
-    assert_unharmed(lab, heals=False)
-
-
-def test_the_lock_as_a_link_to_a_missing_file_elsewhere(lab: Lab) -> None:
-    lab.seed()
-    drop_results(lab)
-    _link(lab.store / facts_store.LOCK_FILE, lab.outside / "lock-created")
+    _link(lab.store / name, lab.outside / target)
     assert_unharmed(lab, heals=False)
 
 
