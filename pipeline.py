@@ -253,7 +253,9 @@ def load_facts(
         if isinstance(data, bytes):
             try:
                 # Bounded by the file's size: an entry of the fact store may claim any size.
-                rows, node_count, _ = unpack_facts(data, max_unpacked(len(source.text)))
+                rows, node_count, _ = unpack_facts(
+                    data, max_unpacked(len(source.text)), verify=relpath not in extraction.fresh
+                )
             except (EOFError, ValueError, TypeError):
                 # Facts that do not unpack are extracted again rather than trusted, and kept
                 # in their place.

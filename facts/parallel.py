@@ -147,6 +147,8 @@ class Extraction:
         self._store = store
         self._cached = store.get_many([(s, s.relpath in deep) for s in sources]) if store is not None else {}
         self.from_source = len(self._cached)
+        # The files this run's workers extract (their facts need no checking; see unpack_facts).
+        self.fresh: set[str] = set()
         todo = [(s.relpath, s.text, s.relpath in deep) for s in sources if s.relpath not in self._cached]
         todo = _work_order(todo)
         self._pool: ProcessPoolExecutor | None = None
@@ -181,6 +183,7 @@ class Extraction:
                 continue
             while s.relpath not in ready:
                 relpath, packed = next(self._results)
+                self.fresh.add(relpath)
                 self.keep(by_path[relpath], packed)
                 ready[relpath] = packed
             yield s, ready.pop(s.relpath)
