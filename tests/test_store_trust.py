@@ -737,3 +737,31 @@ def test_a_file_that_starts_importing_numpy_is_assessed_as_without_the_store(lab
     edit(lambda: bfs.write_text(bfs.read_text() + "x = np.ones(8).sum().item()\n"))
     edit(lambda: (lab.tree / "kernel.py").unlink())
     edit(lambda: None)
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_a_checked_copy_holds_the_bytes_checked_or_is_not_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_copy: bool
+) -> None:
+    """The saved results are copied before an update opens them: by the kernel where it can,
+    else through Python; either way the copy is what the seal was checked against, and a
+    file that does not match its seal leaves no copy behind."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    if not kernel_copy:
+
+        def unsupported(*_: object) -> int:
+            raise OSError(38, "Function not implemented")
+
+        monkeypatch.setattr(os, "copy_file_range", unsupported)
+    source = tmp_path / "results.duckdb"
+    payload = os.urandom(3 * (1 << 20) + 12345)
+    source.write_bytes(payload)
+    trust.write_seal(source, "results", "k", [source], {"key": "k"})
+    copy = tmp_path / "copy.partial"
+    trust.verify(source, "results", "k", [source], copy_to=copy)
+    assert copy.read_bytes() == payload
+    copy.unlink()
+    source.write_bytes(payload[:-1] + bytes([payload[-1] ^ 1]))
+    with pytest.raises(trust.Untrusted, match="does not match its seal"):
+        trust.verify(source, "results", "k", [source], copy_to=copy)
+    assert not copy.exists()
