@@ -156,8 +156,6 @@ class Extraction:
         jobs = jobs or os.cpu_count() or 1
         todo_bytes = sum(len(t) for _, t, _ in todo)
         if jobs > 1 and len(todo) > 1 and todo_bytes >= PARALLEL_MIN_BYTES:
-            # Imported once here rather than in each worker (the workers pack with its zstd).
-            import pyarrow  # noqa: F401
             self._lifeline = os.pipe()  # see _init_worker
             self._pool = ProcessPoolExecutor(
                 max_workers=min(jobs, len(todo)),
@@ -168,6 +166,11 @@ class Extraction:
             self._results: Iterator[tuple[str, bytes | str]] = self._pool.map(
                 _extract_packed, todo, chunksize=2
             )
+            # The workers pack with pyarrow's zstd and the loader makes Arrow tables: imported
+            # here once the workers have started (each imports it when it first packs), so
+            # that its import (seconds when its libraries have left the page cache) overlaps
+            # their parsing.
+            import pyarrow  # noqa: F401
         else:
             # Parsed here: for a small tree, zlib spares the import of pyarrow (for its zstd).
             use_zstd = todo_bytes >= PARALLEL_MIN_BYTES
