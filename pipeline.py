@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .engine.connect import Limits
+from .engine.database import EVALUATION_THREADS
 from .facts import Skipped, SourceText, iter_sources, line_count
 from .facts.discover import DEFAULT_MAX_FILE_SIZE
 from .facts.node_ids import MAX_NODES, file_bases
@@ -147,8 +148,8 @@ def limits(path: Path | None) -> Limits:
     directory), and the folder of its file (for the previous results an update attaches)."""
     if path is None:
         spill = Path(tempfile.gettempdir()) / f"cpq-duckdb-{os.getpid()}"
-        return Limits(memory_limit(), str(spill))
-    return Limits(memory_limit(), directories=(str(path.parent),))
+        return Limits(memory_limit(), str(spill), threads=EVALUATION_THREADS)
+    return Limits(memory_limit(), directories=(str(path.parent),), threads=EVALUATION_THREADS)
 
 
 def new_database(

@@ -29,12 +29,13 @@ _STARTUP = {
 
 @dataclass(frozen=True)
 class Limits:
-    """What a connection may use: memory before it spills, where it spills, and the
-    directories whose files it may open besides its own database (for ATTACH)."""
+    """What a connection may use: memory before it spills, where it spills, the directories
+    whose files it may open besides its own database (for ATTACH), and DuckDB's threads."""
 
     memory_limit: str | None = None
     temp_directory: str | None = None
     directories: tuple[str, ...] = ()
+    threads: int | None = None
 
 
 NO_LIMITS = Limits()
@@ -58,6 +59,8 @@ def connect(
         config["memory_limit"] = limits.memory_limit
     if limits.temp_directory is not None:
         config["temp_directory"] = limits.temp_directory
+    if limits.threads is not None:
+        config["threads"] = limits.threads
     target = ":memory:" if path is None else str(path)
     con = None
     if block_size is not None and path is not None:
