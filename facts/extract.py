@@ -336,7 +336,6 @@ class FileExtractor:
         self._node_rows = self.rows["node"]
         self._stmt_of_rows = self.rows["stmt_of"]
         self._in_loop_rows = self.rows["in_loop"]
-        self._sub_expr_rows = self.rows["sub_expr"]
 
     def new_id(self) -> int:
         nid = self._next_id
@@ -526,7 +525,6 @@ class FileExtractor:
             for i, child in enumerate(node.named_children()):
                 cid = self._target(child, ctx)
                 self.rows["elem"].append((nid, i, cid))
-                self.rows["sub_expr"].append((nid, cid))
             return nid
         if node.kind == "parenthesized_expression":
             inner = node.named_children()
@@ -829,7 +827,7 @@ class FileExtractor:
                 return
             outer = outer.parent
 
-    def _child(self, parent: int, node: PNode, ctx: _Ctx) -> int:
+    def _child(self, node: PNode, ctx: _Ctx) -> int:
         if self._depth >= MAX_EXPR_DEPTH:
             # Generated code can nest thousands of operators (a+b+c+...); beyond this depth
             # the subtree is recorded as one opaque node, which keeps every rule's
@@ -841,7 +839,6 @@ class FileExtractor:
                 cid = self._expr(node, ctx)
             finally:
                 self._depth -= 1
-        self._sub_expr_rows.append((parent, cid))
         return cid
 
     def _expr(self, node: PNode, ctx: _Ctx) -> int:
@@ -866,7 +863,7 @@ class FileExtractor:
         if kind == "attribute":
             named = node.named_children()
             if len(named) == 2:
-                obj = self._child(nid, named[0], ctx)
+                obj = self._child(named[0], ctx)
                 self._attr_obj[nid] = obj
                 rows["attribute"].append((nid, obj, named[1].text or ""))
                 resolved = self.resolver.resolve(node, ctx.scope)
@@ -879,8 +876,8 @@ class FileExtractor:
         elif kind == "binary_operator":
             parts = node.children
             if len(parts) == 3:
-                left = self._child(nid, parts[0], ctx)
-                right = self._child(nid, parts[2], ctx)
+                left = self._child(parts[0], ctx)
+                right = self._child(parts[2], ctx)
                 op = parts[1].kind
                 rows["binop"].append((nid, op, left, right))
                 a, b = self._ints.get(left), self._ints.get(right)
@@ -889,7 +886,7 @@ class FileExtractor:
         elif kind == "unary_operator":
             parts = node.children
             if len(parts) == 2:
-                operand = self._child(nid, parts[1], ctx)
+                operand = self._child(parts[1], ctx)
                 op = parts[0].kind
                 rows["unaryop"].append((nid, op, operand))
                 value = self._ints.get(operand)
@@ -898,19 +895,19 @@ class FileExtractor:
         elif kind == "not_operator":
             named = node.named_children()
             if named:
-                rows["unaryop"].append((nid, "not", self._child(nid, named[0], ctx)))
+                rows["unaryop"].append((nid, "not", self._child(named[0], ctx)))
         elif kind == "boolean_operator":
             parts = node.children
             if len(parts) == 3:
-                left = self._child(nid, parts[0], ctx)
-                right = self._child(nid, parts[2], ctx)
+                left = self._child(parts[0], ctx)
+                right = self._child(parts[2], ctx)
                 rows["boolop"].append((nid, parts[1].kind, left, right))
         elif kind == "comparison_operator":
             operands: list[int] = []
             ops: list[str] = []
             for part in node.children:
                 if part.named and part.kind != "comment":
-                    operands.append(self._child(nid, part, ctx))
+                    operands.append(self._child(part, ctx))
                 elif part.kind != "comment":
                     ops.append(part.kind)
             for i, op in enumerate(ops):
@@ -918,26 +915,26 @@ class FileExtractor:
                     rows["compare"].append((nid, op, operands[i], operands[i + 1]))
         elif kind in _SEQUENCES:
             for i, child in enumerate(node.named_children()):
-                rows["elem"].append((nid, i, self._child(nid, child, ctx)))
+                rows["elem"].append((nid, i, self._child(child, ctx)))
         elif kind == "integer":
             self._int(nid, parse_int(node.text or ""))
         elif kind == "string":
             self._string(node, nid, ctx)
         elif kind == "concatenated_string":
             for child in node.named_children():
-                self._child(nid, child, ctx)
+                self._child(child, ctx)
         elif kind in _COMPREHENSIONS:
             self._comprehension(node, nid, ctx)
         elif kind == "conditional_expression":
             named = node.named_children()
-            ids = [self._child(nid, c, ctx) for c in named]
+            ids = [self._child(c, ctx) for c in named]
             if len(ids) == 3 and ctx.stmt != NO_NODE:
                 rows["branch_test"].append((ctx.stmt, ids[1], "ifexp"))
         elif kind == "named_expression":
             named = node.named_children()
             if len(named) == 2:
                 t = self._target(named[0], ctx)
-                v = self._child(nid, named[1], ctx)
+                v = self._child(named[1], ctx)
                 ctx.scope.flow.commit()
                 if ctx.stmt != NO_NODE:
                     rows["assign"].append((ctx.stmt, t, v, ":="))
@@ -951,17 +948,17 @@ class FileExtractor:
                     flow.state.defs[pname] = frozenset()  # its own parameter, not the scope's name
             body = [c for c in node.named_children() if c.kind != "lambda_parameters"]
             for child in body:
-                self._child(nid, child, ctx)
+                self._child(child, ctx)
             flow.restore(saved)
         elif kind in ("keyword_argument", "pair", "list_splat", "dictionary_splat", "await",
                       "yield", "dictionary", "slice", "expression_list", "starred_expression"):
             for child in node.named_children():
                 if child.kind != "identifier" or kind != "keyword_argument":
-                    self._child(nid, child, ctx)
+                    self._child(child, ctx)
         else:
             for child in node.named_children():
                 if child.kind not in ("comment", "type"):
-                    self._child(nid, child, ctx)
+                    self._child(child, ctx)
         return nid
 
     def _int(self, nid: int, value: int | None) -> None:
@@ -976,7 +973,7 @@ class FileExtractor:
                 inner = [c for c in interp.named_children() if c.kind not in (
                     "format_specifier", "type_conversion")]
                 if inner:
-                    eid = self._child(nid, inner[0], ctx)
+                    eid = self._child(inner[0], ctx)
                     self.rows["fstring_value"].append((nid, eid))
             return
         if node.text is not None:  # a plain literal, read whole by the parser
@@ -995,7 +992,7 @@ class FileExtractor:
         func_node = named[0]
         while func_node.kind == "parenthesized_expression" and len(func_node.named_children()) == 1:
             func_node = func_node.named_children()[0]
-        func = self._child(nid, func_node, ctx)
+        func = self._child(func_node, ctx)
         callee = ""
         if func_node.kind in ("identifier", "attribute"):
             callee = self.resolver.resolve(func_node, ctx.scope) or ""
@@ -1009,26 +1006,26 @@ class FileExtractor:
             return
         args = named[1]
         if args.kind == "generator_expression":
-            self.rows["call_arg"].append((nid, 0, self._child(nid, args, ctx)))
+            self.rows["call_arg"].append((nid, 0, self._child(args, ctx)))
             return
         index = 0
         for arg in args.named_children():
             if arg.kind == "keyword_argument":
                 parts = arg.named_children()
                 if len(parts) == 2:
-                    value = self._child(nid, parts[1], ctx)
+                    value = self._child(parts[1], ctx)
                     self.rows["call_kwarg"].append((nid, parts[0].text or "", value))
             elif arg.kind in ("list_splat", "dictionary_splat"):
-                self._child(nid, arg, ctx)
+                self._child(arg, ctx)
             elif arg.kind != "comment":
-                self.rows["call_arg"].append((nid, index, self._child(nid, arg, ctx)))
+                self.rows["call_arg"].append((nid, index, self._child(arg, ctx)))
                 index += 1
 
     def _subscript(self, node: PNode, nid: int, ctx: _Ctx) -> None:
         named = node.named_children()
         if not named:
             return
-        obj = self._child(nid, named[0], ctx)
+        obj = self._child(named[0], ctx)
         indices = named[1:]
         if len(indices) == 1 and indices[0].kind in ("expression_list", "tuple"):
             # `a[i, j]` parses as one expression list; `a[(i, j)]` means the same
@@ -1037,18 +1034,17 @@ class FileExtractor:
         for pos, ix in enumerate(indices):
             if ix.kind == "slice":
                 sid = self._node(ix, "slice", ctx)
-                self.rows["sub_expr"].append((nid, sid))
                 bounds = [NO_NODE, NO_NODE, NO_NODE]
                 part = 0
                 for piece in ix.children:
                     if piece.kind == ":":
                         part += 1
                     elif piece.named and part < 3 and piece.kind != "comment":
-                        bounds[part] = self._child(sid, piece, ctx)
+                        bounds[part] = self._child(piece, ctx)
                 self.rows["slice"].append((sid, bounds[0], bounds[1], bounds[2]))
                 self.rows["subscript_index"].append((nid, pos, sid))
             else:
-                self.rows["subscript_index"].append((nid, pos, self._child(nid, ix, ctx)))
+                self.rows["subscript_index"].append((nid, pos, self._child(ix, ctx)))
 
     def _comprehension(self, node: PNode, nid: int, ctx: _Ctx) -> None:
         flow = ctx.scope.flow
@@ -1071,7 +1067,7 @@ class FileExtractor:
                 loop_id = self._node(clause, "comprehension", current)
                 # The first iterable is evaluated in the enclosing context.
                 iter_ctx = ctx if first else current
-                it = self._child(nid, parts[-1], iter_ctx) if len(parts) >= 2 else NO_NODE
+                it = self._child(parts[-1], iter_ctx) if len(parts) >= 2 else NO_NODE
                 inner = _Ctx(ctx.scope, current.stmt, loop_id)
                 tgt = self._target(parts[0], inner) if parts else NO_NODE
                 ctx.scope.flow.commit()
@@ -1081,7 +1077,7 @@ class FileExtractor:
             elif clause.kind == "if_clause":
                 cond = clause.named_children()
                 if cond:
-                    e = self._child(nid, cond[0], current)
+                    e = self._child(cond[0], current)
                     self.rows["branch_test"].append((current.loop, e, "comp_if"))
         for child in body:
-            self._child(nid, child, current)
+            self._child(child, current)

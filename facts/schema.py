@@ -66,7 +66,6 @@ INPUT_RELATIONS: dict[str, tuple[Column, ...]] = {
         "return_value": "s:node, e:node",
         "import_module": "file:symbol, module:symbol, line:number",
         "fstring_value": "e:node, inner:node",
-        "sub_expr": "parent:node, child:node",
         "reaching": "e:node, d:node",
         "free_ref": "e:node, s:node",
         "param_def": "p:node, f:node, index:number",
