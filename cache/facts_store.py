@@ -186,7 +186,11 @@ class FactStore:
             if not self.broken:
                 try:
                     trust.write_seal(
-                        path, SEAL_KIND, self.stamp, [path, wal], {"written": f"{time.time():.6f}"}
+                        path,
+                        SEAL_KIND,
+                        self.stamp,
+                        [path, wal],
+                        {"written": f"{time.time():.6f}", "stamp": self.stamp},
                     )
                 except (OSError, trust.Untrusted) as exc:
                     self.broken = f"cannot seal it ({getattr(exc, 'strerror', None) or exc})"
@@ -216,7 +220,10 @@ def open_store(directory: Path, stamp: str) -> tuple[FactStore | None, str | Non
             try:
                 trust.verify(path, SEAL_KIND, stamp, [path, _wal(path)])
             except trust.Untrusted as exc:
-                note = f"{exc}: made anew"
+                # A store another version of cpq sealed (its facts would not be used anyway) is
+                # replaced without a word; the seal's unchecked word for it decides only that.
+                if _sealed_stamp(path) in (None, stamp):
+                    note = f"{exc}: made anew"
                 _remove_store(path)
         else:
             _remove_store(path)  # a log or seal without its store
@@ -235,6 +242,14 @@ def open_store(directory: Path, stamp: str) -> tuple[FactStore | None, str | Non
         os.close(lock)
         return None, _first_line(exc)
     return FactStore(directory, con, stamp, lock), note
+
+
+def _sealed_stamp(path: Path) -> str | None:
+    """The extractor stamp the seal beside `path` names (unchecked), if it can be read."""
+    try:
+        return trust.read_seal(path).get("stamp")
+    except (trust.Untrusted, OSError):
+        return None
 
 
 def _connect(path: Path, directory: Path) -> duckdb.DuckDBPyConnection:

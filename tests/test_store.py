@@ -448,3 +448,20 @@ def test_a_small_write_ahead_log_is_left_for_the_next_run_to_replay(tree: Path, 
     assert not wal.exists()  # checkpointed as it closed
     fresh = assess(tree, use_cache=False)
     assert _key(assess(tree, use_cache=True, keep_database=False)) == _key(fresh)
+
+
+def test_a_store_of_another_cpq_version_is_replaced_without_a_tamper_warning(tmp_path: Path) -> None:
+    """Upgrading cpq changes the extractor stamp the store is sealed under: the old store is
+    made anew quietly, while a store whose bytes changed under the same stamp is reported."""
+    (tmp_path / ".cpq").mkdir()
+    store, note = open_store(tmp_path / ".cpq", "older-version")
+    assert store is not None and note is None
+    assert store.close() is None
+    store, note = open_store(tmp_path / ".cpq", extractor_stamp())
+    assert store is not None and note is None
+    assert store.close() is None
+    with open(tmp_path / ".cpq" / FACTS_FILE, "ab") as file:
+        file.write(b"\0")
+    store, note = open_store(tmp_path / ".cpq", extractor_stamp())
+    assert store is not None and note is not None and "does not match its seal" in note
+    store.close()
