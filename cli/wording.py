@@ -11,8 +11,6 @@ from ..assessment import Assessment, Gate
 VERDICT_RULES = {
     1: "Gate 1 fails: the hardware cannot run cuPyNumeric (compute capability below 7.0)",
     2: "Gate 4 fails: the workload class ({pattern}) is not what cuPyNumeric accelerates",
-    # Gate 4 on code that does no NumPy array work yet (decision.md).
-    -2: "no NumPy array work: the hot loops are Python element loops; vectorize with NumPy first",
     3: "Gate 2 fails: the hot arrays are below 65,536 elements per GPU",
     4: "mpi4py sits beside the array code (R108): the decomposition must be removed",
     5: "{blocks} BLOCKS sites on hot paths (three or more)",
@@ -21,6 +19,12 @@ VERDICT_RULES = {
     8: "nothing blocking or refactorable was found",
     9: "{gaps} on a hot path demotes one tier from {base}",
 }
+
+# Rule 2 and Gate 4 on code that does no NumPy array work yet (decision.md); {where} is the
+# evidence, if any.
+PYTHON_LOOPS = (
+    "no NumPy array work{where}: the hot loops are Python element loops; vectorize with NumPy first"
+)
 
 BETTER_TOOLS = {
     "ml": "RAPIDS cuML for scikit-learn-style ML (or the framework's own GPU path)",
@@ -46,8 +50,10 @@ def verdict_reason(a: Assessment) -> str:
     d = a.decision
     base = next((v for r, v in d.matched_rules), d.verdict)
     gaps = ", ".join(sorted({g.api for g in d.api_gaps if g.hot})) or "an unsupported API"
-    rule = -2 if d.verdict_rule == 2 and d.pattern == "python-loops" else d.verdict_rule
-    text = VERDICT_RULES.get(rule, "").format(
+    python_loops = d.verdict_rule == 2 and d.pattern == "python-loops"
+    template = PYTHON_LOOPS if python_loops else VERDICT_RULES.get(d.verdict_rule, "")
+    text = template.format(
+        where="",
         pattern=d.pattern,
         blocks=d.blocks_sites,
         refactor=d.refactor_sites,
@@ -110,10 +116,7 @@ def gate_reason(gate: Gate, a: Assessment) -> str:
         if key == "unknown":
             return "no dominant array pattern recognised"
         if key == "python-loops":
-            return (
-                f"no NumPy array work{where}: the hot loops are Python element loops; "
-                "vectorize with NumPy first"
-            )
+            return PYTHON_LOOPS.format(where=where)
         return f"{d.pattern}{where}"
     if gate.number == 5:
         total, hot = d.touchpoints

@@ -552,16 +552,7 @@ class FileExtractor:
         tgt = self._target(target_node, inner) if target_node is not None else NO_NODE
         flow.commit()
         self._loop_fact(loop_id, "for", it, tgt, node.end_line, ctx)
-        for child in node.children:
-            if child.kind == "block":
-                self._statements(child.children, inner)
-        if entered:
-            flow.exit_loop()
-        for child in node.children:
-            if child.kind == "else_clause":
-                body = child.child_of_kind("block")
-                if body is not None:
-                    self._statements(body.children, ctx)
+        self._loop_body(node, inner, ctx, entered)
 
     def _while(self, node: PNode, ctx: _Ctx) -> None:
         lctx = self._stmt_node(node, "while", ctx)
@@ -575,11 +566,16 @@ class FileExtractor:
         self._loop_fact(loop_id, "while", test, NO_NODE, node.end_line, ctx)
         if test != NO_NODE:
             self.rows["branch_test"].append((loop_id, test, "while"))
+        self._loop_body(node, inner, ctx, entered)
+
+    def _loop_body(self, node: PNode, inner: _Ctx, ctx: _Ctx, entered: bool) -> None:
+        """Walk a loop's body (in the loop, `inner`), leave the loop's flow (when `entered`), then
+        walk its else block (after the loop, `ctx`)."""
         for child in node.children:
             if child.kind == "block":
-                self._statements(child.children, _Ctx(ctx.scope, loop_id, loop_id, ctx.guard))
+                self._statements(child.children, inner)
         if entered:
-            flow.exit_loop()
+            ctx.scope.flow.exit_loop()
         for child in node.children:
             if child.kind == "else_clause":
                 body = child.child_of_kind("block")
