@@ -315,8 +315,8 @@ def rules(
     c, kind, title, recipe = match[0]
     typer.echo(f"{c} [{kind}] {title}" + (f" — recipe {recipe}" if recipe else ""))
     typer.echo("")
-    for line_no, text in rule_texts(c):
-        typer.echo(f"rules.dl:{line_no}:")
+    for where, text in rule_texts(c):
+        typer.echo(f"{where}:")
         typer.echo(text)
         typer.echo("")
 

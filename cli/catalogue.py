@@ -15,16 +15,17 @@ def catalogue_rows() -> list[tuple[str, str, str, str]]:
     return sorted(rows)  # type: ignore[return-value]
 
 
-def rule_texts(code: str) -> list[tuple[int, str]]:
-    """The clauses of rules.dl that derive `site(code, ...)`, with their line numbers."""
+def rule_texts(code: str) -> list[tuple[str, str]]:
+    """The clauses of the rules that derive `site(code, ...)`, with where they are written
+    ("rules/arrays.dl:123")."""
     program = load_program()
-    seen: set[int] = set()
+    seen: set[str] = set()
     out = []
     for rule in program.rules:
-        if rule.head.relation != "site" or rule.line in seen:
+        if rule.head.relation != "site" or rule.where in seen:
             continue
         first = rule.head.args[0]
         if isinstance(first, Const) and first.value == code:
-            seen.add(rule.line)
-            out.append((rule.line, rule.text))
+            seen.add(rule.where)
+            out.append((rule.where, rule.text))
     return out

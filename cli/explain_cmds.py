@@ -55,7 +55,7 @@ WHY_USAGE = "CODE FILE:LINE [PATH] | verdict [PATH] | gate N [PATH] | not CODE F
 # Help texts are single paragraphs: typer keeps the line breaks of a docstring.
 WHY_HELP = (
     "The derivation of a finding, the verdict or a gate, down to the lines of your code.\n\n"
-    "Each step shows the derived tuple, the rules.dl rule (line and text) that produced it and the "
+    "Each step shows the derived tuple, the rule (its file:line and text) that produced it and the "
     "tuples it matched; extracted facts carry the source line they come from, negated atoms show "
     'as "absent: ...", aggregates with their value; a subproof is shown once. '
     "`cpq why not CODE FILE:LINE` shows, for each rule deriving CODE, the first literal that "

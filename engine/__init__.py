@@ -1,6 +1,7 @@
 """cpq.engine: a Datalog (Soufflé subset) evaluator compiled to SQL and run in DuckDB.
 
-prog = parse_program(text, source="rules.dl")   # parse + check, raises DatalogError
+prog = parse_program(text, source="rules.dl")   # parse + check, raises DatalogError;
+                                                 # `#include "f.dl"` reads f.dl beside rules.dl
 db = Database(prog)                              # in-memory DuckDB (or a file path)
 db.load("edge", [(1, 2), (2, 3)])                # bulk load, tuples or a pyarrow.Table
 stats = db.evaluate()                            # stratified, semi-naive evaluation
@@ -9,7 +10,8 @@ db.rows("path"); db.query('path(1, X), X > 2')
 
 from .database import Database, EvalStats, StratumStats
 from .errors import DatalogError
-from .program import Program, parse_program
+from .include import JoinedText, SourceMap, folder_reader, join_includes
+from .program import Program, parse_joined, parse_program
 from .query import CompiledQuery, compile_query
 from .stratify import Stratum
 from .syntax import (
@@ -45,10 +47,12 @@ __all__ = [
     "Database",
     "EvalStats",
     "Fact",
+    "JoinedText",
     "Literal",
     "Program",
     "Relation",
     "Rule",
+    "SourceMap",
     "Stratum",
     "StratumStats",
     "Term",
@@ -56,5 +60,8 @@ __all__ = [
     "Var",
     "Wildcard",
     "compile_query",
+    "folder_reader",
+    "join_includes",
+    "parse_joined",
     "parse_program",
 ]

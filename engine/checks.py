@@ -11,7 +11,7 @@ Inputs are loaded from the outside world; deriving into them silently mixes the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .errors import DatalogError, error_at
@@ -55,10 +55,16 @@ class CheckedProgram:
     inline: dict[str, list[InlineRule]] = field(default_factory=dict)  # inline relation -> rules
 
 
-def check_program(parsed: ParsedText, source: str) -> CheckedProgram:
+def check_program(
+    parsed: ParsedText, source: str, where_from: Callable[[int, int], str] | None = None
+) -> CheckedProgram:
+    """`where_from(line, other)` names a line in a message about line `other` ("line 3", or
+    "rules/a.dl:3" in another file of the program; see include.SourceMap)."""
     out = CheckedProgram()
     out.types = _check_types(parsed, source)
-    out.relations = _check_decls(parsed.decls, out.types, source)
+    out.relations = _check_decls(
+        parsed.decls, out.types, source, where_from or (lambda line, _other: f"line {line}")
+    )
 
     for io in parsed.io:
         rel = out.relations.get(io.relation)
@@ -153,21 +159,26 @@ def _check_types(parsed: ParsedText, source: str) -> dict[str, str]:
     return resolved
 
 
-def _check_decls(decls: list[RelDecl], types: dict[str, str], source: str) -> dict[str, Relation]:
+def _check_decls(
+    decls: list[RelDecl], types: dict[str, str], source: str, where_from: Callable[[int, int], str]
+) -> dict[str, Relation]:
     relations: dict[str, Relation] = {}
     folded: dict[str, Relation] = {}
     for decl in decls:
         if decl.name in relations:
             first = relations[decl.name]
             raise error_at(
-                decl, f"relation '{decl.name}' is already declared at line {first.line}", source
+                decl,
+                f"relation '{decl.name}' is already declared at {where_from(first.line, decl.line)}",
+                source,
             )
         # DuckDB identifiers are case-insensitive, so `Edge` and `edge` would share a table.
         if decl.name.lower() in folded:
             other = folded[decl.name.lower()]
+            where = where_from(other.line, decl.line)
             raise error_at(
                 decl,
-                f"relation '{decl.name}' differs from '{other.name}' (line {other.line}) only "
+                f"relation '{decl.name}' differs from '{other.name}' ({where}) only "
                 "in case, which is not supported",
                 source,
             )

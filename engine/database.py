@@ -993,7 +993,7 @@ class Database:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return DatalogError(
             f"evaluation of rule failed: {message}",
-            source=self.program.source,
+            source=self.program.path(culprit.file),
             line=culprit.line,
             column=culprit.column,
         )

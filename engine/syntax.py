@@ -3,6 +3,10 @@
 Nodes are immutable and carry the 1-based line/column of their first token; positions do not
 take part in equality so that structurally equal terms compare equal.  ``str()`` of a term or
 literal renders it back in Soufflé syntax (used in messages and, later, in proofs).
+
+Positions are in the program's joined text (its includes expanded, see include.py), except
+that a Relation, Rule or Fact, what messages and proofs point at, also knows its `file` and
+has its `line` there.
 """
 
 from __future__ import annotations
@@ -186,6 +190,11 @@ class Relation(PickledByFields):
     is_input: bool = False
     is_output: bool = False
     qualifiers: tuple[str, ...] = ()
+    file: str = ""  # the program file that declares it ("rules/arrays.dl"); `line` is there
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
 
     @property
     def arity(self) -> int:
@@ -221,6 +230,11 @@ class Rule(PickledByFields):
     index: int  # position in Program.rules; stored in the `_rule` column of derived tuples
     clause: int = 0  # index of the source clause this rule comes from
     inlined: tuple[str, ...] = ()  # inline relations of the clause, replaced in `body`
+    file: str = ""  # the program file it is written in ("rules/arrays.dl"); `line` is there
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
 
     def __str__(self) -> str:
         return f"{self.head} :- {', '.join(map(str, self.body))}."
@@ -232,6 +246,11 @@ class Fact(PickledByFields):
     line: int
     column: int
     text: str
+    file: str = ""  # the program file it is written in; `line` is there
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
 
     def __str__(self) -> str:
         return f"{self.atom}."

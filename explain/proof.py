@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..engine import Aggregate, Atom, Comparison, Const, Database, Literal, Program, Var
 from ..engine.compile_sql import quote
@@ -40,7 +39,7 @@ class RuleRef:
     index: int
     line: int
     text: str  # the clause as written, on one line
-    source: str  # the rules file name, for "[rules.dl:836]"
+    source: str  # the program file it is in, for "[rules/arrays.dl:836]"
 
     @property
     def where(self) -> str:
@@ -64,7 +63,7 @@ class ProofNode:
     values: tuple = ()
     iteration: int | None = None
     rule: RuleRef | None = None
-    origin: str = ""  # for facts: "extracted fact", "fact, rules.dl:1070", "context", ...
+    origin: str = ""  # for facts: "extracted fact", "fact, rules/findings.dl:12", "context", ...
     location: Location | None = None
     value: Value | None = None  # aggregates
     ref: int | None = None  # "ref": id of the node that holds the proof
@@ -104,7 +103,6 @@ class Prover:
         self._plans: dict[int, BodyQuery] = {}
         self._facts: dict[tuple[str, tuple], int] | None = None
         self._recursive: dict[str, frozenset[str]] | None = None
-        self._rules_name = Path(self.program.source).name
 
     # -- entry point -----------------------------------------------------------------------
 
@@ -148,11 +146,11 @@ class Prover:
         text = " ".join(rule.text.split())
         if rule.inlined:  # the body below joins what these relations stand for
             text += "  (inline: " + ", ".join(
-                f"{name} at {self._rules_name}:{self.program.inline[name][0].head.line}"
+                f"{name} at {self.program.where(self.program.inline[name][0].head.line)}"
                 for name in rule.inlined
                 if self.program.inline.get(name)
             ) + ")"
-        node.rule = RuleRef(rule.index, rule.line, text, self._rules_name)
+        node.rule = RuleRef(rule.index, rule.line, text, rule.file)
         if self.max_depth is not None and depth >= self.max_depth:
             node.truncated = True
             return node  # not remembered: a shallower reference may still expand it
@@ -184,10 +182,10 @@ class Prover:
             for fact in self.program.facts:
                 fact_values = const_values(fact.atom)
                 if fact_values is not None:
-                    self._facts.setdefault((fact.atom.relation, fact_values), fact.line)
-        line = self._facts.get((relation, values))
-        if line is not None:
-            return "fact", f"fact, {self._rules_name}:{line}"
+                    self._facts.setdefault((fact.atom.relation, fact_values), fact.where)
+        where = self._facts.get((relation, values))
+        if where is not None:
+            return "fact", f"fact, {where}"
         return "input", _INPUT_ORIGINS.get(relation, "input fact")
 
     def _query(self, rule_index: int) -> BodyQuery:

@@ -26,7 +26,8 @@ def proof_to_json(node: ProofNode) -> dict[str, Any]:
     if node.iteration is not None:
         out["iteration"] = node.iteration
     if node.rule is not None:
-        out["rule"] = {"index": node.rule.index, "line": node.rule.line, "text": node.rule.text}
+        rule = node.rule
+        out["rule"] = {"index": rule.index, "file": rule.source, "line": rule.line, "text": rule.text}
     if node.origin:
         out["origin"] = node.origin
     if node.location is not None:

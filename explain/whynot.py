@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..engine import (
     Aggregate,
@@ -42,7 +41,7 @@ from .terms import first_sentence, show_literal, show_tuple, show_value
 @dataclass(slots=True)
 class RuleFailure:
     rule_index: int
-    rule_where: str  # "rules.dl:836"
+    rule_where: str  # "rules/arrays.dl:836"
     rule_text: str
     message: str  # what fails and why, possibly several lines
     failing: str | None = None  # the failing literal, instantiated; None when the rule holds
@@ -87,7 +86,6 @@ class WhyNotAnalyzer:
         self.program = program or db.program
         self.locator = Locator(self.con, self.program, source_line)
         self.max_depth = max_depth
-        self._rules_name = Path(self.program.source).name
         self._line_nodes: set[Value] = set()  # the nodes on the line a finding was expected at
 
     # -- one rule --------------------------------------------------------------------------
@@ -98,7 +96,7 @@ class WhyNotAnalyzer:
         """How far `rule` gets with head variables bound to these values (any of them)."""
         order = self._order(rule, set(bindings))
         nodes = node_variables(self.program, rule.body)
-        result = RuleFailure(rule.index, f"{self._rules_name}:{rule.line}", " ".join(rule.text.split()), "")
+        result = RuleFailure(rule.index, rule.where, " ".join(rule.text.split()), "")
         known: dict[str, list[Value]] = {name: list(values) for name, values in bindings.items()}
         capped = False
         for k in range(1, len(order) + 1):
