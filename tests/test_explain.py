@@ -11,7 +11,7 @@ import pytest
 from conftest import EXAMPLES
 from typer.testing import CliRunner
 
-from cpq.assessment import Assessment, assess, load_program, rules_text
+from cpq.assessment import Assessment, assess, load_program
 from cpq.cli.app import app
 from cpq.context import Context
 from cpq.explain import ProofNode, Prover, proof_to_json, render_dot, render_text
@@ -19,7 +19,12 @@ from cpq.explain.locations import node_columns
 from cpq.explain.whynot import WhyNotAnalyzer
 
 runner = CliRunner()
-RULE_LINES = rules_text().splitlines()
+PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def rule_line(file: str, line: int) -> str:
+    """Line `line` of the shipped rules file `file` ("rules/arrays.dl")."""
+    return (PACKAGE / file).read_text(encoding="utf-8").splitlines()[line - 1]
 
 CHAIN = """\
 import numpy as np
@@ -95,12 +100,13 @@ def extracted_with_source(root: ProofNode) -> list[ProofNode]:
 
 
 def assert_well_formed(root: ProofNode) -> None:
-    """Rules are quoted from their rules.dl line; body tuples are strictly older than the head."""
+    """Rules are quoted from their file and line; body tuples are strictly older than the head."""
     for node in root.walk():
         if node.kind != "derived" or node.truncated:
             continue
         assert node.rule is not None
-        assert RULE_LINES[node.rule.line - 1].strip() in node.rule.text
+        assert node.rule.source.startswith("rules/")
+        assert rule_line(node.rule.source, node.rule.line).strip() in node.rule.text
         stack = list(node.children)
         while stack:
             child = stack.pop()
@@ -140,7 +146,7 @@ def test_finding_proof_reaches_extracted_facts_with_source_lines(
     assert any(n.location and n.location.file == file for n in facts)
     assert_well_formed(root)
     text = render_text(root)
-    assert root.rule is not None and f"[rules.dl:{root.rule.line}]" in text
+    assert root.rule is not None and f"[{root.rule.where}]" in text
     assert examples.source_line(file, line) in text
 
 
@@ -151,7 +157,7 @@ def test_r104_proof_reads_like_the_issue(examples: Assessment) -> None:
     assert line.endswith("— sync_in_loop.py:12  loss = np.dot(r, r).item()")
     assert 'site("R104", C) :- host_conversion(C), hot(C).' in text
     assert "[extracted fact] — sync_in_loop.py:12" in text
-    assert "[fact, rules.dl:" in text  # code_info, written in rules.dl
+    assert "[fact, rules/findings.dl:" in text  # code_info, written in rules/findings.dl
     assert "absent: not_array_api(" in text
     assert 'check: "BLOCKS" != "SCALES"' in text
 
@@ -273,7 +279,7 @@ def test_why_not_follows_a_missing_hot_path(examples: Assessment, expected_cases
 def test_cli_why_finding_verdict_gate_and_formats(tree: Path) -> None:
     out = runner.invoke(app, ["why", "R104", "sync_in_loop.py:12", str(tree)])
     assert out.exit_code == 0, out.output
-    assert "[rules.dl:" in out.stdout and "loss = np.dot(r, r).item()" in out.stdout
+    assert "[rules/findings.dl:" in out.stdout and "loss = np.dot(r, r).item()" in out.stdout
     verdict = runner.invoke(
         app, ["why", "verdict", str(tree / "sync_in_loop.py"), "--elements", "50M", "--gpus", "1"]
     )
@@ -366,5 +372,5 @@ def test_a_rule_that_reads_an_inline_relation_says_so_in_its_proof(examples: Ass
     the node and scope tuples its substituted body matched."""
     root = prove(examples, "finding", ("R104", "sync_in_loop.py", 12, "descend"))
     text = render_text(root)
-    assert "loc(N, F, L, Q).  (inline: loc at rules.dl:" in text
+    assert "loc(N, F, L, Q).  (inline: loc at rules/locations.dl:" in text
     assert "  node(n" in text and '  scope(n' in text

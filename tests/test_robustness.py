@@ -1107,7 +1107,9 @@ def test_rules_with_a_syntax_error(small_tree: Path, tmp_path: Path) -> None:
 
 
 def test_rules_with_an_error_in_the_middle_of_the_shipped_rules(small_tree: Path, tmp_path: Path) -> None:
-    text = (PACKAGE / "rules.dl").read_text(encoding="utf-8").split("\n")
+    from cpq.assessment import rules_text
+
+    text = rules_text().split("\n")  # the shipped rules as one file
     at = len(text) // 2
     text.insert(at, "broken(X :- .")
     rules = tmp_path / "extended.dl"

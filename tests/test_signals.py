@@ -55,7 +55,9 @@ def big_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def slow_rules(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("rules") / "slow.dl"
-    path.write_text((TESTS.parent / "rules.dl").read_text() + SLOW_RULE)
+    from cpq.assessment import rules_text
+
+    path.write_text(rules_text() + SLOW_RULE)  # the shipped rules as one file
     return path
 
 
