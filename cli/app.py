@@ -298,8 +298,23 @@ def _verdict_rank(verdict: str) -> int:
 @app.command()
 def rules(
     code: Annotated[str | None, typer.Argument(help="One R-code, e.g. R104.")] = None,
+    export: Annotated[
+        str | None,
+        typer.Option(
+            "--export",
+            metavar="FILE",
+            help="Write the rules as one file, the files rules.dl includes expanded in place "
+            "('-': standard output), for Soufflé or a --rules copy to extend.",
+        ),
+    ] = None,
 ) -> None:
-    """The catalogue: every R-code with kind, title, recipe and its rules in rules.dl."""
+    """The catalogue: every R-code with kind, title, recipe and its rules (rules.dl and the
+    files under rules/ it includes)."""
+    if export is not None:
+        if code is not None:
+            raise fail("--export writes every rule: give no CODE with it")
+        _export_rules(export)
+        return
     from .catalogue import catalogue_rows, rule_texts
 
     rows = catalogue_rows()
@@ -319,6 +334,21 @@ def rules(
         typer.echo(f"{where}:")
         typer.echo(text)
         typer.echo("")
+
+
+def _export_rules(target: str) -> None:
+    from ..assessment import rules_text
+
+    text = rules_text()
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"cannot write {target}: {exc.strerror or exc}") from None
+    if not state.quiet:
+        typer.echo(f"wrote the rules, {text.count(chr(10)):,} lines, to {target}", err=True)
 
 
 @app.command()
