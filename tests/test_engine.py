@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpq.engine import Database, DatalogError, list_params, parse_program
+from cpq.engine import Database, DatalogError, Program, list_params, parse_program
 from cpq.engine.syntax import Atom
 
 GRAPH = """
@@ -892,3 +893,87 @@ def test_inline_expansion_matches_storing_the_relation_on_random_programs() -> N
             assert results[0][1] == db.rows("i"), text
 
     check()
+
+
+# -- #include ----------------------------------------------------------------------------------
+
+
+def _files(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root / "main.dl"
+
+
+def _parse_main(main: Path) -> Program:
+    return parse_program(main.read_text(), source=str(main))
+
+
+def test_includes_are_relative_to_the_including_file_and_positions_name_the_file(tmp_path: Path) -> None:
+    main = _files(tmp_path, {
+        "main.dl": '// the entry\n#include "sub/a.dl"\n\n#include "sub/b.dl"\nb(X) :- a(X).\n',
+        "sub/a.dl": '// doc of a\n.decl a(x: number)\na(1).\n#include "b.dl"\n',
+        "sub/b.dl": ".decl b(x: number)\n.output b\n",
+    })
+    program = _parse_main(main)
+    assert [r.where for r in program.rules] == ["main.dl:5"]
+    assert [f.where for f in program.facts] == ["sub/a.dl:3"]
+    assert [(r.name, r.where, r.doc) for r in program.relations.values()] == [
+        ("a", "sub/a.dl:2", "doc of a"), ("b", "sub/b.dl:1", "")  # sub/b.dl included once
+    ]
+    assert program.source_map is not None and program.source_map.files == ["main.dl", "sub/a.dl", "sub/b.dl"]
+    assert "// ---- from sub/a.dl\n\n// doc of a\n" in program.text
+    with Database(program) as db:
+        db.evaluate()
+        assert db.rows("b") == [(1,)]
+    # the joined text is a program of its own: the same rules, now in one file
+    again = parse_program(program.text, source="joined.dl")
+    assert [str(r) for r in again.rules] == [str(r) for r in program.rules]
+    assert [r.line for r in again.rules] == [program.text.splitlines().index("b(X) :- a(X).") + 1]
+
+
+def test_errors_in_an_included_file_point_into_it(tmp_path: Path) -> None:
+    main = _files(tmp_path, {
+        "main.dl": '#include "sub/a.dl"\n',
+        "sub/a.dl": ".decl a(x: number)\nb(X) :- a(X).\n",
+    })
+    with pytest.raises(DatalogError) as err:
+        _parse_main(main)
+    assert str(err.value).startswith(f"{tmp_path / 'sub' / 'a.dl'}:2:1: undeclared relation 'b'")
+    main.write_text('#include "sub/a.dl"\n.decl a(y: number)\n')
+    (tmp_path / "sub" / "a.dl").write_text(".decl a(x: number)\n")
+    with pytest.raises(DatalogError, match=r"main\.dl:2:7: relation 'a' is already declared at sub/a\.dl:1"):
+        _parse_main(main)
+    (tmp_path / "sub" / "a.dl").write_text(".decl a(x: number)\na(1) :- .\n")
+    with pytest.raises(DatalogError, match=r"sub/a\.dl:2:"):
+        _parse_main(main)
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"main.dl": '#include "nope.dl"\n'}, r"main\.dl:1:1: cannot #include 'nope\.dl': no such file"),
+        ({"main.dl": '\n  #include "sub"\n', "sub/x.dl": ""}, r"main\.dl:2:3: cannot #include 'sub'"),
+        ({"main.dl": '#include "a.dl"\n', "a.dl": '#include "main.dl"\n'},
+         r"a\.dl:1:1: #include cycle: main\.dl -> a\.dl -> main\.dl"),
+        ({"main.dl": '#include "a.dl"\n', "a.dl": '#include "a.dl"\n'}, r"#include cycle: a\.dl -> a\.dl"),
+        ({"main.dl": '#include "../out.dl"\n'},
+         r"main\.dl:1:1: #include '\.\./out\.dl' leaves the folder of main\.dl"),
+        ({"main.dl": '#include "sub/a.dl"\n', "sub/a.dl": '#include "../../x.dl"\n'},
+         r"sub/a\.dl:1:1: #include '\.\./\.\./x\.dl' leaves the folder"),
+        ({"main.dl": '#include "/etc/passwd"\n'}, r"#include of an absolute path '/etc/passwd'"),
+        ({"main.dl": "#include <a.dl>\n"}, r'main\.dl:1:1: #include needs a file in double quotes'),
+    ],
+)
+def test_include_errors(tmp_path: Path, files: dict[str, str], message: str) -> None:
+    with pytest.raises(DatalogError, match=message):
+        _parse_main(_files(tmp_path, files))
+
+
+def test_includes_read_through_a_reader_and_a_text_without_includes_is_its_own_joined_text() -> None:
+    files = {"lib/edge.dl": ".decl edge(x: number, y: number)\nedge(1, 2).\n"}
+    program = parse_program('#include "lib/edge.dl"\n', source="pkg.dl", read=files.__getitem__)
+    assert [f.where for f in program.facts] == ["lib/edge.dl:2"]
+    text = ".decl e(x: number)\ne(1).\n"
+    plain = parse_program(text, source="rules.dl")
+    assert plain.text == text and plain.facts[0].where == "rules.dl:2"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, TESTS
+from conftest import EXAMPLES
 
 from cpq.facts.parallel import PARALLEL_MIN_BYTES
 
