@@ -32,7 +32,8 @@ PatternOpt = Annotated[
     str | None, typer.Option("--pattern", help="Override the inferred compute pattern.")
 ]
 RulesOpt = Annotated[
-    Path | None, typer.Option("--rules", help="Use this rules file instead of the shipped rules.dl.")
+    Path | None,
+    typer.Option("--rules", help="Use this rules file (it may #include more) instead of the shipped rules."),
 ]
 
 

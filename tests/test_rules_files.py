@@ -127,5 +127,6 @@ def test_a_rules_file_of_ones_own_can_include_the_export_and_more(tmp_path: Path
     result = assess(EXAMPLES / "sync_in_loop.py", rules_path=main)
     assert result.db is not None and result.db.rows("long_file") == [("sync_in_loop.py",)]
     (tmp_path / "extra.dl").write_text(".decl long_file(f: symbol)\nlong_file(F) :- nope(F).\n")
-    done = runner.invoke(app, ["assess", str(EXAMPLES / "sync_in_loop.py"), "--rules", str(main), "--no-cache"])
+    args = ["assess", str(EXAMPLES / "sync_in_loop.py"), "--rules", str(main), "--no-cache"]
+    done = runner.invoke(app, args)
     assert done.exit_code == 2 and f"{tmp_path / 'extra.dl'}:2:" in done.output
