@@ -404,10 +404,10 @@ def test_a_program_parsed_by_other_engine_code_is_parsed_again(tmp_path: Path, m
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     for stamp in ("engine-a", "engine-b", "engine-a"):
         monkeypatch.setattr(keys, "engine_stamp", lambda stamp=stamp: stamp)
-        assessment._program_from_text.cache_clear()
+        assessment._program_from_joined.cache_clear()
         assessment.load_program()
     assert len(list((tmp_path / "cpq").glob("program-*.pickle"))) == 2
-    assessment._program_from_text.cache_clear()
+    assessment._program_from_joined.cache_clear()
 
 
 def test_without_keep_database_the_saved_results_are_not_reopened(tree: Path) -> None:
