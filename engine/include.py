@@ -8,6 +8,9 @@ a program split into files needs, `#include "path"` on a line of its own:
 * a file is included once: a second `#include` of it is skipped (an include guard for free);
 * a cycle, a missing file or a path out of the folder is a DatalogError at the `#include`.
 
+Lines are read as lines, not through the grammar: an `#include` line inside a `/* */` comment
+is expanded all the same (cpp would not), and other `#` lines are left to the parser's error.
+
 The parser sees one text, the *joined* text: every line of every file as written, each run
 of lines from one file (a *part*) preceded by `// ---- from FILE` between blank lines (so that
 a doc comment never runs into the marker); runs of blank lines between includes are left out.

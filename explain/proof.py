@@ -101,7 +101,7 @@ class Prover:
         self._ids = itertools.count(1)
         self._proved: dict[tuple[str, tuple], ProofNode] = {}
         self._plans: dict[int, BodyQuery] = {}
-        self._facts: dict[tuple[str, tuple], int] | None = None
+        self._facts: dict[tuple[str, tuple], str] | None = None  # a fact -> where it is written
         self._recursive: dict[str, frozenset[str]] | None = None
 
     # -- entry point -----------------------------------------------------------------------
