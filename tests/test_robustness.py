@@ -44,7 +44,7 @@ from typer.testing import CliRunner, Result
 import cpq
 import cpq.cache.keys as cache_keys
 from cpq.assessment import assess
-from cpq.cache import CACHE_DIRNAME
+from cpq.cache.facade import CACHE_DIRNAME
 from cpq.cache.facts_store import FACTS_FILE
 from cpq.cache.results import PREFIX as RESULTS_PREFIX
 from cpq.cli.app import app

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..assessment import load_program
-from ..engine import Const
+from .engine import Const
+from .program import load_program
 
 
 def catalogue_rows() -> list[tuple[str, str, str, str]]:
