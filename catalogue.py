@@ -11,8 +11,9 @@ def catalogue_rows() -> list[tuple[str, str, str, str]]:
     rows = []
     for fact in program.facts:
         if fact.atom.relation == "code_info":
-            rows.append(tuple(str(arg.value) for arg in fact.atom.args if isinstance(arg, Const)))
-    return sorted(rows)  # type: ignore[return-value]
+            code, kind, title, recipe = (str(arg.value) for arg in fact.atom.args if isinstance(arg, Const))
+            rows.append((code, kind, title, recipe))
+    return sorted(rows)
 
 
 def rule_texts(code: str) -> list[tuple[int, str]]:
