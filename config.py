@@ -41,6 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .catalogue import catalogue_rows
 from .context import ContextError, parse_elements, parse_gpu
 from .globs import GlobError, compile_glob
 
@@ -264,8 +265,6 @@ def _str_list(value: Any) -> bool:
 
 @lru_cache(maxsize=1)
 def known_codes() -> frozenset[str]:
-    from .cli.catalogue import catalogue_rows
-
     return frozenset(row[0] for row in catalogue_rows())
 
 

@@ -20,17 +20,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .catalogue import catalogue_rows
+from .engine import Database
 from .engine.connect import Limits
 from .engine.database import EVALUATION_THREADS
 from .facts import Skipped, SourceText, iter_sources, line_count
 from .facts.discover import DEFAULT_MAX_FILE_SIZE
 from .facts.node_ids import MAX_NODES, file_bases
+from .facts.schema import INPUT_RELATIONS
 from .facts.store import FactSet, max_unpacked, unpack_facts
 
 if TYPE_CHECKING:
     from .config import Config
     from .context import Context
-    from .engine import Database, Program
+    from .engine import Program
     from .facts.parallel import Extraction, FactSource
     from .suppress import Suppression
 
@@ -105,8 +108,6 @@ def _excluder(root: Path, config: Config) -> Callable[[str], bool] | None:
 
 
 def _suppression_facts(suppressions: dict[str, list[Suppression]]) -> list[tuple[str, str, int]]:
-    from .cli.catalogue import catalogue_rows
-
     codes = [row[0] for row in catalogue_rows()]
     rows = []
     for file, entries in suppressions.items():
@@ -119,8 +120,6 @@ def _suppression_facts(suppressions: dict[str, list[Suppression]]) -> list[tuple
 def _disabled_facts(root: Path, inputs: Inputs, config: Config | None) -> list[tuple[str, str]]:
     if config is None or not (config.select or config.ignore or config.per_file_ignores):
         return []
-    from .cli.catalogue import catalogue_rows
-
     base = root if root.is_dir() else root.parent
     codes = [row[0] for row in catalogue_rows()]
     rows = []
@@ -161,8 +160,6 @@ def new_database(
 ) -> Database:
     """A database (in memory, or in the new file `path`) with its tables made, and the context,
     the manifest and the run's own facts (suppressions, codes turned off) loaded."""
-    from .engine import Database
-
     db = Database(program, path, block_size=block_size, limits=limits(path))
     try:
         load_run_facts(db, context, inputs)
@@ -306,8 +303,6 @@ def collect_facts(root: Path) -> FactSet:
 
 def fact_count(db: Database) -> int:
     """Input facts in the database."""
-    from .facts.schema import INPUT_RELATIONS
-
     return sum(db.counts(list(INPUT_RELATIONS)).values())
 
 

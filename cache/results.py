@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..engine import Database
 from ..engine.connect import foreign_objects
 from ..engine.incremental import GENERATION_TABLE
 from ..engine.list_params import unnest_select
@@ -30,7 +31,7 @@ from ..pipeline import FileLayout
 from . import trust
 
 if TYPE_CHECKING:
-    from ..engine import Database, Program
+    from ..engine import Program
 
 PREFIX = "results-"
 SUFFIX = ".duckdb"
@@ -104,8 +105,6 @@ def copy_checked(path: Path, key: str, target: Path) -> Saved:
 def open_checked(program: Program, saved: Saved) -> Database:
     """The checked results, opened read-only: Untrusted when the file was changed or replaced
     since it was checked, or holds what cpq never puts in a results file."""
-    from ..engine import Database
-
     db = Database.open(program, saved.path)
     try:
         ensure_same(saved.path, saved.identity)

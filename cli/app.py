@@ -13,6 +13,8 @@ import typer
 import typer.core
 
 from .. import __version__
+from ..manifest.cli import app as manifest_app
+from .explain_cmds import register as register_explain_commands
 from .options import (
     CpuOnlyOpt,
     ElementsOpt,
@@ -23,6 +25,7 @@ from .options import (
     RulesOpt,
     build_context,
     load_config,
+    state,
 )
 
 # click's base exception class, wherever this typer version keeps click.
@@ -87,15 +90,6 @@ class FailOn(StrEnum):
     light = "light"
     significant = "significant"
     not_recommended = "not-recommended"
-
-
-class _State:
-    quiet = False
-    verbose = False
-    color = True
-
-
-state = _State()
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -315,7 +309,7 @@ def rules(
             raise fail("--export writes every rule: give no CODE with it")
         _export_rules(export)
         return
-    from .catalogue import catalogue_rows, rule_texts
+    from ..catalogue import catalogue_rows, rule_texts
 
     rows = catalogue_rows()
     if code is None:
@@ -337,7 +331,7 @@ def rules(
 
 
 def _export_rules(target: str) -> None:
-    from ..assessment import rules_text
+    from ..program import rules_text
 
     text = rules_text()
     if target == "-":
@@ -399,26 +393,8 @@ def facts(
         typer.echo("")
 
 
-def _mount_manifest() -> None:
-    try:
-        from ..manifest.cli import app as manifest_app
-    except ImportError:  # pragma: no cover - the manifest package ships with cpq
-        return
-    app.add_typer(manifest_app, name="manifest", help="The API-support manifest.")
-
-
-_mount_manifest()
-
-
-def _register_explain() -> None:
-    try:
-        from .explain_cmds import register
-    except ImportError:
-        return
-    register(app)
-
-
-_register_explain()
+app.add_typer(manifest_app, name="manifest", help="The API-support manifest.")
+register_explain_commands(app)
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from .options import (
     RulesOpt,
     build_context,
     load_config,
+    state,
     usage_error,
 )
 
@@ -70,18 +71,6 @@ QUERY_HELP = (
 )
 
 
-def _verbose() -> bool:
-    from .app import state
-
-    return state.verbose
-
-
-def _quiet() -> bool:
-    from .app import state
-
-    return state.quiet
-
-
 def _assessment(path: Path, context: Context, rules: Path | None) -> Assessment:
     from ..assessment import assess_cached
     from ..engine import DatalogError
@@ -95,7 +84,7 @@ def _assessment(path: Path, context: Context, rules: Path | None) -> Assessment:
         result = assess_cached(path, context, rules, config=load_config(path))
     except DatalogError as exc:
         usage_error(str(exc))
-    if _verbose():
+    if state.verbose:
         typer.echo(f"cpq: assessment ready in {time.perf_counter() - started:.2f}s", err=True)
     if result.db is None:  # the saved results were replaced while they were reopened
         usage_error("the assessment's results changed while they were reopened: run again")
@@ -162,7 +151,7 @@ def why(
             usage_error(str(exc))
     context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
     result = _assessment(path, context, rules)
-    from ..assessment import load_program
+    from ..program import load_program
 
     program = load_program(rules)  # the one evaluated: `_rule` indices refer to its rules
     started = time.perf_counter()
@@ -175,7 +164,7 @@ def why(
     except TargetError as exc:
         usage_error(str(exc))
     sys.stdout.write(text)
-    if _verbose():
+    if state.verbose:
         typer.echo(f"cpq: answered in {time.perf_counter() - started:.3f}s", err=True)
 
 
@@ -270,8 +259,8 @@ def query(
     rules: RulesOpt = None,
 ) -> None:
     """See QUERY_HELP."""
-    from ..assessment import load_program
     from ..engine import DatalogError, compile_query
+    from ..program import load_program
 
     try:
         program = load_program(rules)
@@ -291,7 +280,7 @@ def query(
     assert result.db is not None
     columns, rows = result.db.query(atoms, source="query")
     sys.stdout.write(_format_rows(columns, rows, format))
-    if not _quiet():
+    if not state.quiet:
         typer.echo(f"cpq: {len(rows)} row{'s' if len(rows) != 1 else ''}", err=True)
 
 
@@ -336,6 +325,7 @@ def _format_rows(columns: list[str], rows: list[tuple], format: QueryFormat) -> 
         return ("yes: the query holds" if rows else "no: the query does not hold") + "\n"
     if not rows:
         return ""
+    # Here, not at the top: importing tabulate takes some 45 ms, which only a table should pay.
     from tabulate import tabulate
 
     return tabulate(rows, headers=columns, disable_numparse=True) + "\n"
@@ -350,7 +340,7 @@ def _print_relations(program: Program, format: QueryFormat) -> None:
         cols = ", ".join(f"{name}: {typ}" for name, typ in rel.columns)
         rows.append((rel.name, kind, cols, first_sentence(rel.doc)))
     if format is QueryFormat.table:
-        from tabulate import tabulate
+        from tabulate import tabulate  # some 45 ms: only for a table, as above
 
         sys.stdout.write(tabulate(rows, headers=["relation", "kind", "columns", "doc"]) + "\n")
         return

@@ -1,4 +1,5 @@
-"""Options shared by `assess`, `why` and `query`, and the context and configuration they build.
+"""Options shared by `assess`, `why` and `query`, the context and configuration they build, and
+the state the options of `cpq` itself set (`--quiet`, `--verbose`, `--no-color`).
 
 The context comes from the command line first, then `[tool.cpq]` in the nearest pyproject.toml,
 then the defaults of decision.md.
@@ -35,6 +36,17 @@ RulesOpt = Annotated[
     Path | None,
     typer.Option("--rules", help="Use this rules file (it may #include more) instead of the shipped rules."),
 ]
+
+
+class _State:
+    """The options of `cpq` itself (before the command), for every command to read."""
+
+    quiet = False
+    verbose = False
+    color = True
+
+
+state = _State()
 
 
 def usage_error(message: str) -> NoReturn:

@@ -25,7 +25,7 @@ from urllib.parse import quote
 from .. import __version__
 from ..assessment import Assessment, Finding
 from ..baseline import Baseline, fingerprint
-from .catalogue import catalogue_rows
+from ..catalogue import catalogue_rows
 from .code_docs import code_doc
 from .recipes import RECIPE_TEXT
 from .wording import fill_gate_reasons, verdict_reason

@@ -9,13 +9,16 @@ finding, is decided by `rules.dl`.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from .flow import Flow, FlowState, merged_states
 from .schema import NO_NODE
 from .scopes import Resolver, Scope, module_scope_of
 from .tree import PNode, string_body
 
-Rows = dict[str, list[tuple]]
+# A fact's values: numbers (node ids among them) and symbols, as the relation's columns say.
+Row = tuple[int | str, ...]
+Rows = dict[str, list[Row]]
 
 _MAX_STR = 120
 MAX_EXPR_DEPTH = 64
@@ -65,7 +68,7 @@ _PATH_ENDS = {
     "break_statement": "break",
     "continue_statement": "continue",
 }
-_FOLD = {
+_FOLD: dict[str, Callable[[int, int], int | None]] = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,

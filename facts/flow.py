@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-_EMPTY: frozenset = frozenset()
-
 
 @dataclass(frozen=True, slots=True)
 class _Back:
@@ -27,6 +25,7 @@ class _Back:
 
 
 _Item = int | _Back
+_EMPTY: frozenset[_Item] = frozenset()
 
 
 class _State:
@@ -36,13 +35,13 @@ class _State:
     __slots__ = ("defs", "loop", "entry")
 
     def __init__(
-        self, defs: dict[str, frozenset], loop: int | None = None, entry: _State | None = None
+        self, defs: dict[str, frozenset[_Item]], loop: int | None = None, entry: _State | None = None
     ) -> None:
         self.defs = defs
         self.loop = loop
         self.entry = entry
 
-    def lookup(self, name: str) -> frozenset:
+    def lookup(self, name: str) -> frozenset[_Item]:
         found = self.defs.get(name)
         if found is not None:
             return found
@@ -90,7 +89,7 @@ class Flow:
     def __init__(self) -> None:
         self.state: _State | None = _State({})
         self._pending: list[tuple[str, int]] = []
-        self._reads: list[tuple[int, frozenset]] = []
+        self._reads: list[tuple[int, frozenset[_Item]]] = []
         self._loops: list[_Loop] = []
         self._back_ends: dict[int, list[_State]] = {}  # loop -> states at the end of its body
 
@@ -171,12 +170,12 @@ class Flow:
 
     def reads(self) -> list[tuple[int, int]]:
         """(read node, binding node) for every binding each read may see."""
-        resolved: dict[_Back, frozenset] = {}
+        resolved: dict[_Back, frozenset[_Item]] = {}
 
-        def back(item: _Back) -> frozenset:
+        def back(item: _Back) -> frozenset[_Item]:
             if item not in resolved:
                 resolved[item] = _EMPTY  # a cycle through it adds nothing
-                found: set = set()
+                found: set[_Item] = set()
                 for s in self._back_ends.get(item.loop, ()):
                     found |= s.lookup(item.name)
                 found.discard(item)

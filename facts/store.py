@@ -16,7 +16,7 @@ import zlib
 from array import array
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..engine.list_params import LIST_BATCH_VALUES
 from .schema import INPUT_RELATIONS, NO_NODE
@@ -24,12 +24,16 @@ from .schema import INPUT_RELATIONS, NO_NODE
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from .extract import Row, Rows
+
 # NumPy and pyarrow are imported where they are used: a run that reuses saved results needs
 # neither, and importing them costs some 60 ms, a sixth of such a run.
 
 # A file's facts, by relation, column by column: a number column is the bytes of an int64
 # array (made in the worker, read here without a conversion per value), a symbol column a list.
-Columns = dict[str, list]
+Columns = dict[str, list[bytes | list[str]]]
+# What a sink takes for a relation: an Arrow table, or a list of values per column.
+ValueColumns = list[list[int] | list[str]]
 
 FLUSH_VALUES = 8_000_000  # values buffered before a batch goes to the sink
 
@@ -38,7 +42,7 @@ SINK_GROUP_VALUES = 500_000  # relations handed over together up to this many va
 _INT_SIZE = 8  # bytes of an int64
 
 
-def rows_to_columns(rows: dict[str, list[tuple]]) -> Columns:
+def rows_to_columns(rows: Rows) -> Columns:
     out: Columns = {}
     for rel, tuples in rows.items():
         if not tuples:
@@ -85,7 +89,7 @@ def _zstd() -> Any:
 
 
 def pack_facts(
-    rows: dict[str, list[tuple]], node_count: int, lines: int, *, use_zstd: bool = True
+    rows: Rows, node_count: int, lines: int, *, use_zstd: bool = True
 ) -> bytes:
     """One file's facts, compact, and in the form the loader wants.  Compressed with zstd at
     level 1 (about 6x, as zlib's fastest level, at 2.5 times its speed, and 1.8 times its speed
@@ -97,7 +101,8 @@ def pack_facts(
     zstd = _zstd() if use_zstd else None
     if zstd is None:  # or a pyarrow built without zstd
         return _HEADER.pack(b"D", len(payload)) + zlib.compress(payload, 1)
-    return _HEADER.pack(b"Z", len(payload)) + zstd.compress(payload, asbytes=True)
+    compressed: bytes = zstd.compress(payload, asbytes=True)
+    return _HEADER.pack(b"Z", len(payload)) + compressed
 
 
 def unpack_facts(
@@ -149,14 +154,15 @@ def unpack_facts(
     return columns, node_count, lines
 
 
-def _column_length(col: bytes | list) -> int:
+def _column_length(col: bytes | list[str]) -> int:
     return len(col) // _INT_SIZE if isinstance(col, bytes) else len(col)
 
 
 class FactSet:
-    def __init__(self, sink: Callable[[dict[str, pa.Table | list[list]]], int] | None = None) -> None:
+    def __init__(self, sink: Callable[[dict[str, pa.Table | ValueColumns]], int] | None = None) -> None:
         """`sink` (e.g. Database.load_disjoint) takes batches of whole relations."""
-        self._cols: dict[str, list[list]] = {}  # per column: byte chunks (numbers) or values
+        # Per column: the byte chunks of a number column (one per file), or a symbol column's values.
+        self._cols: dict[str, list[list[bytes | str]]] = {}
         self._runs: dict[str, list[tuple[int, int]]] = {}  # (node id base, row count) per file
         self._next_base = 0
         self._buffered = 0
@@ -188,7 +194,7 @@ class FactSet:
             self.flush()
         return base
 
-    def add(self, relation: str, row: tuple) -> None:
+    def add(self, relation: str, row: Row) -> None:
         self.add_file(rows_to_columns({relation: [row]}), 0)
 
     def count(self) -> int:
@@ -208,7 +214,7 @@ class FactSet:
             if col_def.type == "symbol":
                 arrays.append(pa.array(values, type=pa.string()))
                 continue
-            arr = np.frombuffer(b"".join(values), dtype=np.int64)
+            arr = np.frombuffer(b"".join(cast("list[bytes]", values)), dtype=np.int64)
             if col_def.is_node and arr.size:
                 if bases is None:
                     bases = np.repeat(
@@ -219,20 +225,20 @@ class FactSet:
             arrays.append(pa.array(arr, type=pa.int64()))
         return pa.Table.from_arrays(arrays, names=[c.name for c in columns])
 
-    def value_columns(self, relation: str) -> list[list]:
+    def value_columns(self, relation: str) -> ValueColumns:
         """A relation's facts as one list of values per column (ids shifted), as `arrow_table`
         without pyarrow: for few facts, where importing it would cost more than it saves."""
         columns = INPUT_RELATIONS[relation]
         cols = self._cols.get(relation) or [[] for _ in columns]
         runs = self._runs.get(relation, [])
-        out: list[list] = []
+        out: ValueColumns = []
         for col_def, values in zip(columns, cols, strict=True):
             if col_def.type == "symbol":
-                out.append(list(values))
+                out.append(list(cast("list[str]", values)))
                 continue
             numbers: list[int] = []
             # One byte chunk per file, in the order of the runs.
-            for chunk, (base, _) in zip(values, runs, strict=True):
+            for chunk, (base, _) in zip(cast("list[bytes]", values), runs, strict=True):
                 ids = array("q")
                 ids.frombytes(chunk)
                 if col_def.is_node and base:
@@ -242,7 +248,7 @@ class FactSet:
             out.append(numbers)
         return out
 
-    def rows(self, relation: str) -> list[tuple]:
+    def rows(self, relation: str) -> list[Row]:
         return list(zip(*self.value_columns(relation), strict=True))
 
     def flush(self) -> None:
@@ -258,7 +264,7 @@ class FactSet:
             # imported.
             self._kept += self._sink({relation: self.value_columns(relation) for relation in self._cols})
         else:
-            group: dict[str, pa.Table | list[list]] = {}
+            group: dict[str, pa.Table | ValueColumns] = {}
             values = 0
             for relation in list(self._cols):
                 table = group[relation] = self.arrow_table(relation)

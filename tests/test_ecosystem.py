@@ -30,7 +30,7 @@ from cpq.baseline import (
     normalise_line,
     write_baseline,
 )
-from cpq.cli.catalogue import catalogue_rows
+from cpq.catalogue import catalogue_rows
 from cpq.cli.code_docs import CODE_DOCS
 from cpq.cli.sarif import LEVELS, rule_name, sarif_report
 from cpq.config import Config, ConfigError, config_for, find_pyproject, load_config

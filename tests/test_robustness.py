@@ -44,7 +44,7 @@ from typer.testing import CliRunner, Result
 import cpq
 import cpq.cache.keys as cache_keys
 from cpq.assessment import assess
-from cpq.cache import CACHE_DIRNAME
+from cpq.cache.facade import CACHE_DIRNAME
 from cpq.cache.facts_store import FACTS_FILE
 from cpq.cache.results import PREFIX as RESULTS_PREFIX
 from cpq.cli.app import app
@@ -1107,7 +1107,7 @@ def test_rules_with_a_syntax_error(small_tree: Path, tmp_path: Path) -> None:
 
 
 def test_rules_with_an_error_in_the_middle_of_the_shipped_rules(small_tree: Path, tmp_path: Path) -> None:
-    from cpq.assessment import rules_text
+    from cpq.program import rules_text
 
     text = rules_text().split("\n")  # the shipped rules as one file
     at = len(text) // 2

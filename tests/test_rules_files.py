@@ -12,10 +12,11 @@ import pytest
 from conftest import EXAMPLES
 from typer.testing import CliRunner
 
-from cpq.assessment import assess, load_program, rules_text
+from cpq.assessment import assess
 from cpq.cli.app import app
 from cpq.engine import Program, parse_program
 from cpq.facts.schema import ALL_INPUTS, SCHEMA_DL, schema_dl
+from cpq.program import load_program, rules_text
 
 PACKAGE = Path(__file__).resolve().parent.parent
 runner = CliRunner()

@@ -89,7 +89,7 @@ def test_an_edit_that_moves_lines_or_adds_a_suppression_is_evaluated_again(tree:
 
 def test_rules_that_read_line_counts_see_them_after_an_update(tree: Path, tmp_path: Path) -> None:
     rules = tmp_path / "rules.dl"
-    from cpq.assessment import rules_text
+    from cpq.program import rules_text
 
     rules.write_text(
         rules_text() + "\n.decl long_file(f: symbol)\n.output long_file\n"
@@ -398,16 +398,16 @@ def test_the_user_cache_keeps_the_most_recently_used_entries(tmp_path: Path, mon
 
 
 def test_a_program_parsed_by_other_engine_code_is_parsed_again(tmp_path: Path, monkeypatch) -> None:
-    from cpq import assessment
+    from cpq import program
     from cpq.cache import keys
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     for stamp in ("engine-a", "engine-b", "engine-a"):
         monkeypatch.setattr(keys, "engine_stamp", lambda stamp=stamp: stamp)
-        assessment._program_from_joined.cache_clear()
-        assessment.load_program()
+        program._program_from_joined.cache_clear()
+        program.load_program()
     assert len(list((tmp_path / "cpq").glob("program-*.pickle"))) == 2
-    assessment._program_from_joined.cache_clear()
+    program._program_from_joined.cache_clear()
 
 
 def test_without_keep_database_the_saved_results_are_not_reopened(tree: Path) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..assessment import load_program
-from ..engine import Const
+from .engine import Const
+from .program import load_program
 
 
 def catalogue_rows() -> list[tuple[str, str, str, str]]:
@@ -11,8 +11,9 @@ def catalogue_rows() -> list[tuple[str, str, str, str]]:
     rows = []
     for fact in program.facts:
         if fact.atom.relation == "code_info":
-            rows.append(tuple(str(arg.value) for arg in fact.atom.args if isinstance(arg, Const)))
-    return sorted(rows)  # type: ignore[return-value]
+            code, kind, title, recipe = (str(arg.value) for arg in fact.atom.args if isinstance(arg, Const))
+            rows.append((code, kind, title, recipe))
+    return sorted(rows)
 
 
 def rule_texts(code: str) -> list[tuple[str, str]]:

@@ -1,0 +1,323 @@
+"""The caches of an assessment, behind one interface: `Cache.evaluate` gives the evaluated
+database the plain path (pipeline.py) would give, by the cheapest way it can prove right.
+
+1. Saved results (results.py) of exactly this run's inputs: opened as they are.
+2. Saved results of the same program, context and configuration, when few files changed:
+   copied and brought up to date (update.py, engine/incremental.py).
+3. Otherwise the plain path, with the fact store (facts_store.py) as its source of facts
+   extracted earlier, evaluating in the file that becomes the saved results.
+
+Every key is computed in keys.py; every file read back is first proved to be cpq's own
+(trust.py): a file that fails is rebuilt, and one line on stderr says why.  `keep` saves what
+was evaluated; `close` seals the fact store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from ..engine import Database, DatalogError
+from ..engine.incremental import UpdateTooLarge
+from ..pipeline import (
+    Evaluation,
+    Inputs,
+    evaluate,
+    fact_count,
+    limits,
+    load_facts,
+    load_run_facts,
+    new_database,
+    skipped_rows,
+    start_extraction,
+)
+from . import keys, results, trust, update, user_cache
+from .facts_store import FactStore, open_store
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..context import Context
+    from ..engine import Program
+
+CACHE_DIRNAME = ".cpq"
+# Below this much source (about 25,000 lines), results files use SMALL_BLOCK_SIZE blocks and
+# start as a copy of a template.
+SMALL_TREE_BYTES = 1_000_000
+SMALL_BLOCK_SIZE = 16 * 1024
+# What an update may fail with: the run then evaluates from scratch.
+_UPDATE_FAILURES = (duckdb.Error, OSError, ValueError, DatalogError, trust.Untrusted, UpdateTooLarge)
+
+
+def default_cache_dir(path: Path) -> Path:
+    root = path if path.is_dir() else path.parent
+    return root / CACHE_DIRNAME
+
+
+class Cache:
+    """The store folder of one assessment (and the user cache): see the module's docstring."""
+
+    def __init__(self, directory: Path, warn: Callable[[str], None]) -> None:
+        self.directory = directory
+        self.warn = warn
+        self._store: FactStore | None = None
+        self._store_tried = False
+        self.results_key = ""
+        self.update_key = ""
+        self._leftovers: list[Path] = []
+        self._present: set[str] = set()
+
+    @classmethod
+    def open(cls, path: Path, cache_dir: Path | None, warn: Callable[[str], None]) -> Cache | None:
+        """The cache for assessing `path` (in `cache_dir`, else PATH/.cpq), or None, with one
+        line on stderr saying why, when it cannot be used."""
+        directory = default_cache_dir(path) if cache_dir is None else cache_dir
+        try:
+            trust.secret_key()
+            folder = _store_folder(directory, follow=cache_dir is not None)
+        except trust.Untrusted as exc:
+            warn(f"cache: {exc}: assessing without it")
+            return None
+        return cls(folder, warn)
+
+    # -- the three ways -------------------------------------------------------------------
+
+    def evaluate(
+        self,
+        program: Program,
+        context: Context,
+        config: Config | None,
+        inputs: Inputs,
+        jobs: int | None = None,
+        show_progress: bool = False,
+    ) -> Evaluation:
+        evaluation = keys.evaluation_parts(context, program.text, config)
+        self.results_key = keys.results_key(inputs.found, evaluation)
+        self.update_key = keys.update_key(evaluation)
+        self._present = {source.relpath for source in inputs.texts}
+        return (
+            self._saved(program)
+            or self._updated(program, inputs, jobs, show_progress)
+            or self._fresh(program, context, inputs, jobs, show_progress)
+        )
+
+    def _saved(self, program: Program) -> Evaluation | None:
+        try:
+            saved = results.find(self.directory, self.results_key)
+            return (
+                Evaluation(results.open_checked(program, saved), how="saved results reused")
+                if saved
+                else None
+            )
+        except trust.Untrusted as exc:
+            self.warn(f"cache: {exc}: evaluated afresh")
+        except duckdb.Error as exc:
+            self.warn(f"cache: saved results cannot be read ({_first_line(exc)}): evaluated afresh")
+        return None
+
+    def _updated(
+        self, program: Program, inputs: Inputs, jobs: int | None, show_progress: bool
+    ) -> Evaluation | None:
+        candidates = results.latest(self.directory, self.update_key)
+        if not candidates:
+            return None
+        previous_path, previous_key = candidates[0]
+        store = self.facts()
+        if store is None:  # only the run that holds the store's lock writes in it
+            return None
+        partial = results.partial_path(self.directory, self.results_key)
+        db: Database | None = None
+        try:
+            previous = results.copy_checked(previous_path, previous_key, partial)
+            db = Database.open(program, partial, read_only=False, limits=limits(partial))
+            results.check_contents(db)
+            plan = update.plan_update(results.read_layout(db), inputs)
+            if plan is None:
+                raise _NotWorthIt
+            limit = update.max_changed(fact_count(db))
+            db.begin_update(previous.path)
+            results.ensure_same(previous.path, previous.identity)
+            with start_extraction(inputs, plan.changed, store, jobs) as extraction:
+                update.stage_rows(db, "suppressed", inputs.suppressed_rows)
+                update.stage_rows(db, "disabled", inputs.disabled_rows)
+                loaded = load_facts(db, inputs, extraction, staged=True)
+            layout = {**plan.unchanged, **loaded.layout}
+            update.stage_rows(db, "skipped_file", skipped_rows(inputs, layout))
+            db.update(update.input_changes(db, plan), max_changed=limit)
+            db.end_update()
+        except _NotWorthIt:
+            pass
+        except trust.Untrusted as exc:
+            self.warn(f"cache: {exc}: evaluated afresh")
+        except _UPDATE_FAILURES:
+            pass
+        else:
+            timings = {"extract": 0.0, "load": 0.0, "evaluate": db.last_update_seconds}
+            return Evaluation(
+                db,
+                how="saved results updated",
+                layout=layout,
+                path=partial,
+                from_source=len(plan.unchanged) + loaded.from_source,
+                timings=timings,
+            )
+        if db is not None:
+            db.end_update()
+            db.close()
+        results.remove(partial)
+        return None
+
+    def _fresh(
+        self, program: Program, context: Context, inputs: Inputs, jobs: int | None, show_progress: bool
+    ) -> Evaluation:
+        store = self.facts()
+        # Only the run that holds the store's lock writes in it; another evaluates in memory.
+        partial = results.partial_path(self.directory, self.results_key) if store is not None else None
+
+        def new_db() -> Database:
+            nonlocal partial
+            if partial is None:
+                return new_database(program, context, inputs)
+            try:
+                return self._database_at(partial, program, context, inputs)
+            except (duckdb.Error, OSError, ValueError) as exc:
+                self.warn(f"cache: cannot evaluate in the store ({_first_line(exc)}): evaluating in memory")
+                results.remove(partial)
+                partial = None
+                return new_database(program, context, inputs)
+
+        found = evaluate(inputs, new_db, store, jobs, show_progress)
+        found.path = partial
+        return found
+
+    def _database_at(self, path: Path, program: Program, context: Context, inputs: Inputs) -> Database:
+        """A new database in the file `path`.  For a small tree, with small blocks (DuckDB gives
+        each table a block of its own: with 256 KiB blocks one small file's results would take
+        30 MB), and copied from a template of the program's tables (making some 200 tables was
+        a tenth of a one-file run); large trees keep DuckDB's blocks, which evaluate faster."""
+        if inputs.source_bytes >= SMALL_TREE_BYTES:
+            return new_database(program, context, inputs, path)
+        key = keys.template_key(program.text, duckdb.__version__, SMALL_BLOCK_SIZE)
+        if not user_cache.copy_template(key, path):
+            _make_template(program, key)
+            if not user_cache.copy_template(key, path):
+                return new_database(program, context, inputs, path, block_size=SMALL_BLOCK_SIZE)
+        db = Database.from_template(program, path, limits(path))
+        try:
+            results.check_contents(db)
+            load_run_facts(db, context, inputs)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def facts(self) -> FactStore | None:
+        """The fact store, opened on first use (None when it cannot be used this run)."""
+        if not self._store_tried:
+            self._store_tried = True
+            self._store, note = open_store(self.directory, keys.extractor_stamp())
+            if self._store is not None:
+                # Every run that evaluates in the store holds its lock: partial results files
+                # found now belong to runs that were killed.
+                results.remove_partials(self.directory)
+            if note is not None:
+                if self._store is None:
+                    self.warn(f"cache: {note}: extracting without the fact store")
+                else:
+                    self.warn(f"cache: {note}")
+        return self._store
+
+    # -- afterwards ---------------------------------------------------------------------------
+
+    def keep(self, found: Evaluation, program: Program, reopen: bool) -> Database | None:
+        """Save what was evaluated as the results of this run; with `reopen`, the database
+        again, read-only (else None)."""
+        if found.path is None:  # saved results as they were, or evaluated in memory
+            if reopen:
+                return found.db
+            found.db.close()
+            return None
+        results.write_layout(found.db, found.layout)
+        try:
+            target, identity = results.save(
+                found.db, found.path, self.directory, self.results_key, self.update_key
+            )
+        except (OSError, duckdb.Error, trust.Untrusted) as exc:
+            self.warn(f"cache: cannot save the results ({_first_line(exc)})")
+            if reopen and trust.kind_of(found.path) == "file":
+                self._leftovers.append(found.path)
+                return Database.open(program, found.path)
+            results.remove(found.path)
+            return None
+        if not reopen:
+            return None
+        db = Database.open(program, target)
+        try:
+            results.ensure_same(target, identity)
+        except trust.Untrusted as exc:  # replaced since it was saved: nothing to question
+            db.close()
+            self.warn(f"cache: {exc}")
+            return None
+        return db
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.flush(self._present)  # files no longer in the tree leave it
+            problem = self._store.close()
+            if problem is not None:
+                self.warn(f"cache: the fact store {problem}: it is made anew by the next run")
+        for leftover in self._leftovers:
+            results.remove(leftover)
+
+
+class _NotWorthIt(Exception):
+    """Too many files changed for an update."""
+
+
+def _make_template(program: Program, key: str) -> None:
+    target = user_cache.template_target(key)
+    if target is None:
+        return
+    try:
+        with Database(program, target, block_size=SMALL_BLOCK_SIZE) as made:
+            made.con.execute("CHECKPOINT")
+    except (duckdb.Error, OSError):
+        user_cache.discard_template(target)
+        return
+    user_cache.keep_template(key, target)
+
+
+def _store_folder(directory: Path, follow: bool) -> Path:
+    """The store's folder, made if missing: a folder of the user's own, never reached through
+    a link (`follow`: the user named it, so a link on the way is theirs to choose)."""
+    if follow:
+        directory = directory.resolve()
+    try:
+        directory.mkdir(mode=0o700, parents=follow, exist_ok=True)
+        info = os.lstat(directory)
+    except FileExistsError:
+        raise trust.Untrusted(f"{directory} exists and is not a folder") from None
+    except OSError as exc:
+        raise trust.Untrusted(f"cannot use {directory} ({exc.strerror})") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise trust.Untrusted(f"{directory} is a symbolic link (not followed)")
+    if not stat.S_ISDIR(info.st_mode):
+        raise trust.Untrusted(f"{directory} exists and is not a folder")
+    if info.st_uid != os.geteuid():
+        raise trust.Untrusted(f"{directory} belongs to another user")
+    ignore = directory / ".gitignore"
+    with contextlib.suppress(OSError):  # the store never shows up in the user's git status
+        fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w") as file:
+            file.write("*\n")
+    return directory
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or exc.__class__.__name__
+    return text.splitlines()[0][:200]

@@ -1,0 +1,92 @@
+"""The rules program an assessment runs: the shipped rules.dl (with the rules/*.dl files it
+includes), or a user's --rules file checked for the relations cpq loads and reads, parsed once
+and kept in the user cache.
+
+It sits below everything that needs the program or its catalogue (config.py, pipeline.py,
+assessment.py, cli/), so none of them has to reach up into another for it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from .cache import keys, user_cache
+from .engine import DatalogError, JoinedText, Program, folder_reader, join_includes, parse_joined
+
+RULES_ENTRY = "rules.dl"  # the shipped program's entry file; it includes rules/*.dl
+
+
+@lru_cache(maxsize=4)
+def _program_from_joined(joined: JoinedText) -> Program:
+    """Parse and check a program, reusing the program an earlier run parsed from the same
+    joined text (parsing ~400 rules costs more than the rest of a small assessment)."""
+    key = keys.program_key(joined.text, joined.source_map.entry)
+    program = user_cache.load_program(key)
+    if program is not None and program.text == joined.text and program.source_map == joined.source_map:
+        return program
+    program = parse_joined(joined)
+    user_cache.save_program(key, program)
+    return program
+
+
+def _read_shipped(relative: str) -> str:
+    return resources.files("cpq").joinpath(*relative.split("/")).read_text(encoding="utf-8")
+
+
+def shipped_rules() -> JoinedText:
+    """The shipped program: rules.dl with the files it includes."""
+    return join_includes(_read_shipped(RULES_ENTRY), RULES_ENTRY, _read_shipped)
+
+
+def rules_text() -> str:
+    """The shipped program as one text, its includes expanded: a program of its own (what
+    `cpq rules --export` writes), to extend in a copy."""
+    return shipped_rules().text
+
+
+# Relations the pipeline loads or reads: a user's --rules file must declare them.
+REQUIRED_RELATIONS = (
+    "source_file", "skipped_file", "partial_file", "context_number", "context_symbol",
+    "suppressed", "disabled", "api_support", "api_alias", "code_info", "finding", "finding_hot",
+    "finding_counts", "audit_note", "verdict", "verdict_rule", "gate_status", "compute_pattern",
+    "pattern_evidence", "problem_size", "inferred_elements_at", "per_gpu", "api_gap",
+    "batching_path", "touchpoints", "readiness", "blocks_sites", "refactor_sites",
+)
+
+
+def read_rules(rules_path: Path) -> JoinedText:
+    """A rules file with the files it includes (from its folder)."""
+    try:
+        text = rules_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatalogError(
+            f"not UTF-8 text ({exc.reason})", source=str(rules_path), line=1, column=1
+        ) from None
+    except OSError as exc:
+        raise DatalogError(
+            f"cannot read: {exc.strerror}", source=str(rules_path), line=1, column=1
+        ) from None
+    return join_includes(text, str(rules_path), folder_reader(rules_path.parent))
+
+
+def load_program(rules_path: Path | None = None) -> Program:
+    if rules_path is None:
+        return _program_from_joined(shipped_rules())
+    program = _program_from_joined(read_rules(rules_path))
+    # Here, not at the top: importing facts/ loads the extractor (ast-grep and the tree
+    # walkers), which `cpq rules` and the check of a configuration's codes never use.
+    from .facts.schema import INPUT_RELATIONS
+
+    missing = [r for r in (*INPUT_RELATIONS, *REQUIRED_RELATIONS) if r not in program.relations]
+    if missing:
+        raise DatalogError(
+            "the rules file does not declare relations cpq needs: " + ", ".join(missing[:8])
+            + (" …" if len(missing) > 8 else "")
+            + " (extend a copy of the shipped rules: `cpq rules --export FILE` writes them as one file)",
+            source=str(rules_path),
+            line=1,
+            column=1,
+        )
+    return program
