@@ -4,8 +4,9 @@ A code's folder holds its rules (`rules.dl`: the `code_info` fact with kind, tit
 and the rules that derive its sites), what the reports add to them (`code.toml`: the step of
 its fix in the next steps, its recipe's text, the before/after sketch of a finding's line),
 its documentation (`doc.md`, the prose SARIF viewers show) and its fixture (`fixture.py`,
-code that must and must not produce it, collected by the rule tests).  Adding a code means
-adding a folder: nothing else lists the codes.
+code that must and must not produce it, with `fixture_*.py` beside it for a scenario of several
+modules; tests/test_rules.py collects them).  Adding a code means adding a folder: nothing
+else lists the codes.
 """
 
 from __future__ import annotations
