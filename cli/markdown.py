@@ -6,15 +6,14 @@ from collections import defaultdict
 
 from .. import __version__
 from ..assessment import Assessment, Finding
-from .recipes import RECIPE_TEXT, sketch
+from ..rules.registry import recipe_text, step_order
+from .recipes import sketch
 from .wording import BETTER_TOOLS, fill_gate_reasons, verdict_reason
 
 NONE = "None for this code."
 NA = "n/a — see verdict."
 
 # The order in which next steps address BLOCKS (report.md, section 8).
-STEP_ORDER = ["R108", "R101", "R103", "R110", "R102", "R104", "R105", "R109", "R106", "R107", "R111"]
-
 DOCTOR = (
     "CUPYNUMERIC_DOCTOR=1 CUPYNUMERIC_DOCTOR_FORMAT=json \\\n"
     "CUPYNUMERIC_DOCTOR_FILENAME=doctor-report.json legate --gpus 1 main.py"
@@ -164,7 +163,7 @@ def _sketches(findings: list[Finding]) -> list[str]:
         s = sketch(f.code, f.source_line)
         out += [
             "",
-            f"**{f.recipe}** — {RECIPE_TEXT.get(f.recipe, f.recipe)} ({f.location}):",
+            f"**{f.recipe}** — {recipe_text(f.code, f.recipe)} ({f.location}):",
             "",
             "```python",
             "# before",
@@ -185,7 +184,7 @@ def _refactor(findings: list[Finding]) -> list[str]:
     out: list[str] = []
     for recipe, items in groups.items():
         codes = ", ".join(sorted({f.code for f in items}))
-        out += [f"### {recipe} ({codes}) — {RECIPE_TEXT.get(recipe, recipe)}", ""]
+        out += [f"### {recipe} ({codes}) — {recipe_text(items[0].code, recipe)}", ""]
         out += _table(
             ["location", "code", "function", "line"],
             [[f.location, f.code, f.function, _code(f.source_line)] for f in items],
@@ -257,7 +256,7 @@ def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> 
     if workload_stop and d.verdict_rule == 1:
         steps.append("Move to a Volta-or-newer GPU (sm_70+); the findings below still apply there.")
     blocks = [f for f in findings if f.kind == "BLOCKS"]
-    for code in STEP_ORDER:
+    for code in step_order():
         sites = [f for f in blocks if f.code == code]
         if sites:
             where = ", ".join(f.location for f in sites[:4]) + (" …" if len(sites) > 4 else "")

@@ -26,8 +26,7 @@ from .. import __version__
 from ..assessment import Assessment, Finding
 from ..baseline import Baseline, fingerprint
 from ..catalogue import catalogue_rows
-from .code_docs import code_doc
-from .recipes import RECIPE_TEXT
+from ..rules.registry import code_doc, recipe_text
 from .wording import fill_gate_reasons, verdict_reason
 
 SARIF_VERSION = "2.1.0"
@@ -57,7 +56,7 @@ def sarif_rules() -> list[dict[str, Any]]:
     rules = []
     for code, kind, title, recipe in catalogue_rows():
         doc = code_doc(code, title)
-        recipe_line = RECIPE_TEXT.get(recipe, "")
+        recipe_line = recipe_text(code, recipe)
         text = f"{code} {title} ({kind}). {doc}"
         markdown = f"**{code} {title}** ({kind})\n\n{doc}"
         if recipe:
@@ -179,7 +178,7 @@ def _result(
     if f.source_line:
         message += f": `{f.source_line}`"
     if f.recipe:
-        message += f". Recipe {f.recipe}: {RECIPE_TEXT.get(f.recipe, f.recipe)}."
+        message += f". Recipe {f.recipe}: {recipe_text(f.code, f.recipe)}."
     # Identical lines in one function share a hash; the occurrence number keeps them apart.
     digest = fingerprint(f.code, f.function, f.source_line)
     seen[digest] += 1

@@ -31,12 +31,12 @@ from cpq.baseline import (
     write_baseline,
 )
 from cpq.catalogue import catalogue_rows
-from cpq.cli.code_docs import CODE_DOCS
 from cpq.cli.sarif import LEVELS, rule_name, sarif_report
 from cpq.config import Config, ConfigError, config_for, find_pyproject, load_config
 from cpq.context import Context
 from cpq.notebook import NotebookError, notebook_to_source
 from cpq.progress import Progress
+from cpq.rules.registry import code_doc, registry
 from cpq.suppress import Suppression, find_suppression, match_suppressions, parse_suppressions
 
 SARIF_SCHEMA = TESTS / "data" / "sarif-schema-2.1.0.json"
@@ -97,7 +97,7 @@ def test_sarif_rules_one_per_code_with_level_by_kind(sync_loop: Assessment) -> N
     for rule, (code, kind, title, recipe) in zip(rules, catalogue, strict=True):
         assert rule["defaultConfiguration"]["level"] == LEVELS[kind]
         assert rule["shortDescription"]["text"] == title
-        assert rule["fullDescription"]["text"] == CODE_DOCS[code]
+        assert rule["fullDescription"]["text"] == code_doc(code)
         assert re.fullmatch(r"[A-Z][A-Za-z0-9]*", rule["name"])
         assert rule["properties"] == {"kind": kind, "recipe": recipe, "tags": ["cupynumeric", kind.lower()]}
         if recipe:
@@ -108,8 +108,8 @@ def test_sarif_rules_one_per_code_with_level_by_kind(sync_loop: Assessment) -> N
 
 def test_every_catalogue_code_has_a_doc() -> None:
     codes = {row[0] for row in catalogue_rows()}
-    assert codes == set(CODE_DOCS)
-    assert all(40 <= len(doc) <= 600 for doc in CODE_DOCS.values())
+    assert codes == set(registry())
+    assert all(40 <= len(entry.doc) <= 600 for entry in registry().values())
 
 
 def test_sarif_results_are_the_non_scales_findings_with_precise_regions(sync_loop: Assessment) -> None:

@@ -1,0 +1,1 @@
+"""The query library: rules.dl's topic files and the R-code registry (rules/codes/)."""
