@@ -13,7 +13,15 @@ from importlib import resources
 from pathlib import Path
 
 from .cache import keys, user_cache
-from .engine import DatalogError, JoinedText, Program, folder_reader, join_includes, parse_joined
+from .engine import (
+    DatalogError,
+    JoinedText,
+    Program,
+    folder_lister,
+    folder_reader,
+    join_includes,
+    parse_joined,
+)
 
 RULES_ENTRY = "rules.dl"  # the shipped program's entry file; it includes rules/*.dl
 
@@ -35,9 +43,14 @@ def _read_shipped(relative: str) -> str:
     return resources.files("cpq").joinpath(*relative.split("/")).read_text(encoding="utf-8")
 
 
+def _list_shipped(relative: str) -> list[str]:
+    folder = resources.files("cpq").joinpath(*[part for part in relative.split("/") if part])
+    return [entry.name for entry in folder.iterdir()] if folder.is_dir() else []
+
+
 def shipped_rules() -> JoinedText:
     """The shipped program: rules.dl with the files it includes."""
-    return join_includes(_read_shipped(RULES_ENTRY), RULES_ENTRY, _read_shipped)
+    return join_includes(_read_shipped(RULES_ENTRY), RULES_ENTRY, _read_shipped, _list_shipped)
 
 
 def rules_text() -> str:
@@ -68,7 +81,8 @@ def read_rules(rules_path: Path) -> JoinedText:
         raise DatalogError(
             f"cannot read: {exc.strerror}", source=str(rules_path), line=1, column=1
         ) from None
-    return join_includes(text, str(rules_path), folder_reader(rules_path.parent))
+    folder = rules_path.parent
+    return join_includes(text, str(rules_path), folder_reader(folder), folder_lister(folder))
 
 
 def load_program(rules_path: Path | None = None) -> Program:

@@ -10,7 +10,7 @@ db.rows("path"); db.query('path(1, X), X > 2')
 
 from .database import Database, EvalStats, StratumStats
 from .errors import DatalogError
-from .include import JoinedText, SourceMap, folder_reader, join_includes
+from .include import JoinedText, SourceMap, folder_lister, folder_reader, join_includes
 from .program import Program, parse_joined, parse_program
 from .query import CompiledQuery, compile_query
 from .stratify import Stratum
@@ -60,6 +60,7 @@ __all__ = [
     "Var",
     "Wildcard",
     "compile_query",
+    "folder_lister",
     "folder_reader",
     "join_includes",
     "parse_joined",

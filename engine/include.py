@@ -6,7 +6,11 @@ a program split into files needs, `#include "path"` on a line of its own:
 * the path is relative to the folder of the file that includes it, and may not leave the folder
   of the entry file (no absolute paths, no `..` out of it), so a program is one folder tree;
 * a file is included once: a second `#include` of it is skipped (an include guard for free);
-* a cycle, a missing file or a path out of the folder is a DatalogError at the `#include`.
+* a cycle, a missing file or a path out of the folder is a DatalogError at the `#include`;
+* one folder of the path may be `*` (cpq's own, not the C preprocessor's): every folder there
+  that holds the file, in name order (`#include "rules/codes/*/rules.dl"` takes each R-code's
+  folder), so that adding a folder adds its rules with no line to edit.  Soufflé is given the
+  joined text (`cpq rules --export`), where the pattern is expanded.
 
 Lines are read as lines, not through the grammar: an `#include` line inside a `/* */` comment
 is expanded all the same (cpp would not), and other `#` lines are left to the parser's error.
@@ -34,6 +38,9 @@ from .errors import DatalogError
 # Reads a file of the program by its path relative to the entry file's folder ("rules/a.dl");
 # raises OSError (or UnicodeDecodeError) when it cannot.
 Reader = Callable[[str], str]
+# The names in a folder of the program, by its path relative to the entry file's folder
+# ([] when there is no such folder): for a `*` in an included path.
+Lister = Callable[[str], list[str]]
 
 _INCLUDE = re.compile(r"[ \t]*#[ \t]*include\b")
 _TARGET = re.compile(r'[ \t]*"([^"]+)"[ \t]*(//.*)?\r?$')
@@ -123,12 +130,30 @@ def folder_reader(folder: Path) -> Reader:
     return read
 
 
-def join_includes(text: str, source: str, read: Reader | None = None) -> JoinedText:
+def folder_lister(folder: Path) -> Lister:
+    """Lists the folders of the program under `folder`, the entry file's folder."""
+
+    def names(relative: str) -> list[str]:
+        try:
+            return os.listdir(folder / relative)
+        except OSError:
+            return []
+
+    return names
+
+
+def join_includes(
+    text: str, source: str, read: Reader | None = None, list_names: Lister | None = None
+) -> JoinedText:
     """Expand the `#include` lines of `text` (the entry file `source`); `read` reads the files
-    it includes, by default from the folder of `source`."""
+    it includes and `list_names` lists a folder (for a `*` in a path), by default in the
+    folder of `source`."""
     if not any(_INCLUDE.match(line) for line in text.split("\n")):
         return JoinedText(text, SourceMap(source))
-    joiner = _Joiner(SourceMap(source), read or folder_reader(Path(source).parent))
+    folder = Path(source).parent
+    if read is None:
+        read, list_names = folder_reader(folder), list_names or folder_lister(folder)
+    joiner = _Joiner(SourceMap(source), read, list_names)
     joiner.add_file(joiner.names.entry_name, text, ())
     return JoinedText("\n".join(joiner.lines) + "\n", SourceMap(source, tuple(joiner.spans)))
 
@@ -137,6 +162,7 @@ def join_includes(text: str, source: str, read: Reader | None = None) -> JoinedT
 class _Joiner:
     names: SourceMap  # the entry only: names files and paths for messages
     read: Reader
+    list_names: Lister | None
     lines: list[str] = field(default_factory=list)
     spans: list[Span] = field(default_factory=list)
     done: set[str] = field(default_factory=set)
@@ -153,14 +179,42 @@ class _Joiner:
                 continue
             self.add_part(file, lines, part_start, index)
             part_start = index + 1
-            included = self.target(file, index + 1, line)
-            if included in chain:
-                cycle = " -> ".join([*chain[chain.index(included):], included])
-                raise self.error(file, index + 1, line, f"#include cycle: {cycle}")
-            if included in self.done:
-                continue  # included before: once is enough
-            self.add_file(included, self.read_file(file, index + 1, line, included), chain)
+            target = self.target(file, index + 1, line)
+            for included in self.expand(file, index + 1, line, target):
+                if included in chain:
+                    cycle = " -> ".join([*chain[chain.index(included):], included])
+                    raise self.error(file, index + 1, line, f"#include cycle: {cycle}")
+                if included in self.done:
+                    continue  # included before: once is enough
+                self.add_file(included, self.read_file(file, index + 1, line, included), chain)
         self.add_part(file, lines, part_start, len(lines))
+
+    def expand(self, file: str, line_no: int, line: str, target: str) -> list[str]:
+        """The files an included path names: itself, or for a `*` folder, that file in every
+        folder there that has it (in name order)."""
+        parts = target.split("/")
+        stars = [i for i, part in enumerate(parts) if "*" in part]
+        if not stars:
+            return [target]
+        if len(stars) > 1 or parts[stars[0]] != "*" or stars[0] == len(parts) - 1:
+            raise self.error(file, line_no, line, f"#include '{target}': only one whole folder name may be "
+                             "'*' (\"rules/codes/*/rules.dl\")")
+        if self.list_names is None:
+            raise self.error(file, line_no, line, f"#include '{target}': the folders cannot be listed")
+        at = stars[0]
+        parent, rest = "/".join(parts[:at]), "/".join(parts[at + 1 :])
+        found = []
+        for name in sorted(self.list_names(parent)):
+            if name.startswith("."):
+                continue
+            candidate = posixpath.join(parent, name, rest) if parent else posixpath.join(name, rest)
+            if self.exists(candidate):
+                found.append(candidate)
+        return found
+
+    def exists(self, relative: str) -> bool:
+        folder, name = posixpath.split(relative)
+        return self.list_names is not None and name in self.list_names(folder)
 
     def add_part(self, file: str, lines: list[str], start: int, stop: int) -> None:
         """Lines start..stop-1 (0-based) of `file`, unless there is nothing but blanks."""

@@ -977,3 +977,32 @@ def test_includes_read_through_a_reader_and_a_text_without_includes_is_its_own_j
     text = ".decl e(x: number)\ne(1).\n"
     plain = parse_program(text, source="rules.dl")
     assert plain.text == text and plain.facts[0].where == "rules.dl:2"
+
+
+def test_a_star_folder_includes_that_file_of_every_folder_in_name_order(tmp_path: Path) -> None:
+    main = _files(tmp_path, {
+        "main.dl": '.decl code(c: symbol)\n.output code\n#include "codes/*/rules.dl"\n',
+        "codes/R2/rules.dl": 'code("R2").\n',
+        "codes/R1/rules.dl": 'code("R1").\n',
+        "codes/R3/doc.md": "a folder without the file is passed over\n",
+        "codes/.hidden/rules.dl": 'code("hidden").\n',
+    })
+    program = _parse_main(main)
+    assert [f.where for f in program.facts] == ["codes/R1/rules.dl:1", "codes/R2/rules.dl:1"]
+    # the joined text names each file: Soufflé reads it with the pattern expanded
+    assert "#include" not in program.text and "// ---- from codes/R2/rules.dl" in program.text
+    (tmp_path / "codes" / "R4").mkdir()
+    (tmp_path / "codes" / "R4" / "rules.dl").write_text('code("R4").\n')
+    assert len(_parse_main(main).facts) == 3  # a new folder: no line to edit
+
+
+@pytest.mark.parametrize("pattern", ["codes/R*/rules.dl", "*/*/rules.dl", "codes/*"])
+def test_only_one_whole_folder_may_be_a_star(tmp_path: Path, pattern: str) -> None:
+    main = _files(tmp_path, {"main.dl": f'#include "{pattern}"\n'})
+    with pytest.raises(DatalogError, match=r"only one whole folder name may be '\*'"):
+        _parse_main(main)
+
+
+def test_a_star_needs_a_way_to_list_folders() -> None:
+    with pytest.raises(DatalogError, match="the folders cannot be listed"):
+        parse_program('#include "codes/*/rules.dl"\n', source="pkg.dl", read={}.__getitem__)
