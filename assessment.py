@@ -16,7 +16,7 @@ from typing import Any
 from .cache.facade import Cache
 from .config import Config
 from .context import Context
-from .engine import Database
+from .engine import Database, DatalogError
 from .facts import Skipped
 from .facts.discover import DEFAULT_MAX_FILE_SIZE
 from .pipeline import Evaluation, Inputs, discover, evaluate, fact_count, new_database
@@ -79,6 +79,8 @@ class Decision:
     verdict: str = "READY"
     verdict_rule: int = 8
     matched_rules: list[tuple[int, str]] = field(default_factory=list)
+    reasons: dict[int, str] = field(default_factory=dict)  # what each verdict rule stands for
+    thresholds: dict[str, int] = field(default_factory=dict)  # the framework's numbers, by name
     gates: list[Gate] = field(default_factory=list)
     pattern: str = "unknown"
     pattern_evidence: list[tuple[str, str, int]] = field(default_factory=list)
@@ -234,11 +236,8 @@ def read_findings(db: Database, result: Assessment) -> list[Finding]:
     hot = set(db.rows("finding_hot"))
     counts = set(db.rows("finding_counts"))
     suppressed = set(db.rows("suppressed"))
-    disabled = set(db.rows("disabled"))
     findings = []
     for code, file, line, func in db.rows("finding"):
-        if (code, file) in disabled:
-            continue  # turned off by [tool.cpq] select / ignore: not reported at all
         kind, title, recipe = info[code]
         findings.append(
             Finding(
@@ -268,8 +267,19 @@ def read_decision(db: Database) -> Decision:
     from .manifest import load
 
     d = Decision()
-    d.verdict, d.verdict_rule = _one(db.rows("verdict"), ("READY", 8))
+    verdicts = db.rows("verdict")
+    if len(verdicts) != 1:
+        # Every tree gets exactly one verdict from the shipped rules: anything else is a fault
+        # of the rules (a user's --rules file, or a bug), never a READY to report.
+        found = ", ".join(f"{v} (rule {r})" for v, r in verdicts) or "none"
+        raise DatalogError(
+            f"internal error: the rules must derive exactly one verdict, they derived {found}",
+            source=db.program.source,
+        )
+    d.verdict, d.verdict_rule = verdicts[0]
     d.matched_rules = sorted((r, v) for r, v in db.rows("verdict_rule"))
+    d.reasons = dict(db.rows("verdict_reason"))
+    d.thresholds = dict(db.rows("threshold"))
     d.gates = [Gate(n, name, status, key) for n, name, status, key in sorted(db.rows("gate_status"))]
     d.pattern = _one(db.rows("compute_pattern"), ("unknown",))[0]
     d.pattern_evidence = sorted(db.rows("pattern_evidence"))

@@ -66,6 +66,7 @@ REQUIRED_RELATIONS = (
     "finding_counts", "audit_note", "verdict", "verdict_rule", "gate_status", "compute_pattern",
     "pattern_evidence", "problem_size", "inferred_elements_at", "per_gpu", "api_gap",
     "batching_path", "touchpoints", "readiness", "blocks_sites", "refactor_sites",
+    "verdict_reason", "threshold",
 )
 
 

@@ -8,7 +8,7 @@ from .. import __version__
 from ..assessment import Assessment, Finding
 from ..rules.registry import recipe_text, step_order
 from .recipes import sketch
-from .wording import BETTER_TOOLS, fill_gate_reasons, verdict_reason
+from .wording import BETTER_TOOLS, fill_gate_reasons, thresholds, verdict_reason
 
 NONE = "None for this code."
 NA = "n/a — see verdict."
@@ -53,7 +53,8 @@ def render(
     by_kind: dict[str, list[Finding]] = defaultdict(list)
     for f in findings:
         by_kind[f.kind].append(f)
-    workload_stop = d.verdict == "NOT RECOMMENDED" and d.verdict_rule in (1, 2, 3)
+    reason = d.reasons.get(d.verdict_rule, "")
+    workload_stop = d.verdict == "NOT RECOMMENDED" and reason in ("hardware", "workload", "size")
     out: list[str] = []
     out += _header(a)
     out += ["", "## Verdict", "", f"**{d.verdict}** — {verdict_reason(a)}"]
@@ -232,13 +233,15 @@ def _api_gaps(a: Assessment) -> list[str]:
 
 def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> list[str]:
     d = a.decision
+    reason = d.reasons.get(d.verdict_rule, "") if workload_stop else ""
+    numbers = thresholds(a)
     if d.pattern == "python-loops":
         return [
             "1. Not a NumPy program yet: rewrite the Python element loops as NumPy array "
             "operations (lists of numbers → arrays, per-element loops → whole-array expressions).",
             "2. Then assess the NumPy version: cuPyNumeric accelerates array code, not Python loops.",
         ]
-    if workload_stop and d.verdict_rule == 2:
+    if reason == "workload":
         tool = BETTER_TOOLS.get(d.pattern, "a tool suited to this workload")
         return [
             f"1. This is a {d.pattern} workload: cuPyNumeric's Doctor does not apply here. "
@@ -246,15 +249,19 @@ def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> 
             "2. If part of the code is dense array math, isolate it and assess that part alone.",
         ]
     steps: list[str] = []
-    if workload_stop and d.verdict_rule == 3:
+    if reason == "size":
+        enough = numbers["break_even_short"]
         path = (
-            "batch the per-item arrays into one (N, item) array so that N × item ≥ 1M"
+            f"batch the per-item arrays into one (N, item) array so that N × item ≥ {enough}"
             if d.batching
-            else "only larger problems (≥ 1M elements per GPU) will benefit"
+            else f"only larger problems (≥ {enough} elements per GPU) will benefit"
         )
         steps.append(f"Problem size is the blocker: {path}; then re-assess with `--elements`.")
-    if workload_stop and d.verdict_rule == 1:
-        steps.append("Move to a Volta-or-newer GPU (sm_70+); the findings below still apply there.")
+    if reason == "hardware":
+        steps.append(
+            f"Move to a Volta-or-newer GPU (sm_{a.decision.thresholds['min_compute_capability']}+); "
+            "the findings below still apply there."
+        )
     blocks = [f for f in findings if f.kind == "BLOCKS"]
     for code in step_order():
         sites = [f for f in blocks if f.code == code]

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from ..assessment import Assessment, Gate
 
-VERDICT_RULES = {
-    1: "Gate 1 fails: the hardware cannot run cuPyNumeric (compute capability below 7.0)",
-    2: "Gate 4 fails: the workload class ({pattern}) is not what cuPyNumeric accelerates",
-    3: "Gate 2 fails: the hot arrays are below 65,536 elements per GPU",
-    4: "mpi4py sits beside the array code (R108): the decomposition must be removed",
-    5: "{blocks} BLOCKS sites on hot paths (three or more)",
-    6: "{blocks} recipe-fixable BLOCKS site(s) on hot paths (one or two)",
-    7: "only REFACTOR findings ({refactor} site(s)): mechanical recipes fix them",
-    8: "nothing blocking or refactorable was found",
-    9: "{gaps} on a hot path demotes one tier from {base}",
+# What each verdict rule says, by the reason rules.dl gives it (verdict_reason); the numbers
+# come from its threshold relation.
+VERDICT_TEXT = {
+    "hardware": "Gate 1 fails: the hardware cannot run cuPyNumeric (compute capability below {cc})",
+    "workload": "Gate 4 fails: the workload class ({pattern}) is not what cuPyNumeric accelerates",
+    "size": "Gate 2 fails: the hot arrays are below {floor:,} elements per GPU",
+    "mpi": "mpi4py sits beside the array code (R108): the decomposition must be removed",
+    "several-blocks": "{blocks} BLOCKS sites on hot paths ({several} or more)",
+    "few-blocks": "{blocks} recipe-fixable BLOCKS site(s) on hot paths ({few})",
+    "refactor-only": "only REFACTOR findings ({refactor} site(s)): mechanical recipes fix them",
+    "nothing-found": "nothing blocking or refactorable was found",
+    "demotion": "{gaps} on a hot path demotes one tier from {base}",
 }
 
 # Rule 2 and Gate 4 on code that does no NumPy array work yet (decision.md); {where} is the
@@ -36,22 +38,64 @@ BETTER_TOOLS = {
     "mixed": "cuPyNumeric for the array math, with the SciPy/sklearn part isolated at a boundary",
 }
 
+# Gate 2's size bands, by the key rules.dl derives; {floor}, {break_even}, ...: its thresholds.
 _SIZE_BANDS = {
-    "below-floor": "below the runtime's 65,536-element partition floor: runs serially",
-    "slower-than-numpy": "65K–1M per GPU: likely slower than NumPy",
-    "break-even": "1M–10M per GPU: about break-even",
-    "single-gpu-speedup": "10M–100M per GPU: single-GPU speed-up",
-    "multi-gpu": "100M+ per GPU: multi-GPU helps",
-    "multi-node": "1B+ per GPU: multi-node may be needed",
+    "below-floor": "below the runtime's {floor:,}-element partition floor: runs serially",
+    "slower-than-numpy": "{floor_short}–{break_even_short} per GPU: likely slower than NumPy",
+    "break-even": "{break_even_short}–{single_short} per GPU: about break-even",
+    "single-gpu-speedup": "{single_short}–{multi_gpu_short} per GPU: single-GPU speed-up",
+    "multi-gpu": "{multi_gpu_short}+ per GPU: multi-GPU helps",
+    "multi-node": "{multi_node_short}+ per GPU: multi-node may be needed",
 }
+
+_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+
+
+def count_words(n: int) -> str:
+    """A small count in words ("three"), a larger one in digits."""
+    return _WORDS[n] if 0 <= n < len(_WORDS) else f"{n:,}"
+
+
+def short_number(n: int) -> str:
+    """65,536 → "65K", 1,000,000 → "1M", 1,000,000,000 → "1B"."""
+    for unit, size in (("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if n >= size:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def compute_capability(value: int) -> str:
+    """The context's compute capability ×10 (70) as NVIDIA writes it (7.0)."""
+    return f"{value // 10}.{value % 10}"
+
+
+def thresholds(a: Assessment) -> dict[str, object]:
+    """The framework's numbers as the sentences use them."""
+    t = a.decision.thresholds
+    several = t["several_blocks"]
+    few = "one" if several == 2 else f"{count_words(1)} or {count_words(2)}" if several == 3 else (
+        f"{count_words(1)} to {count_words(several - 1)}"
+    )
+    return {
+        "cc": compute_capability(t["min_compute_capability"]),
+        "floor": t["partition_floor"],
+        "floor_short": short_number(t["partition_floor"]),
+        "break_even_short": short_number(t["break_even"]),
+        "single_short": short_number(t["single_gpu_speedup"]),
+        "multi_gpu_short": short_number(t["multi_gpu"]),
+        "multi_node_short": short_number(t["multi_node"]),
+        "several": count_words(several),
+        "few": few,
+    }
 
 
 def verdict_reason(a: Assessment) -> str:
     d = a.decision
     base = next((v for r, v in d.matched_rules), d.verdict)
     gaps = ", ".join(sorted({g.api for g in d.api_gaps if g.hot})) or "an unsupported API"
-    python_loops = d.verdict_rule == 2 and d.pattern == "python-loops"
-    template = PYTHON_LOOPS if python_loops else VERDICT_RULES.get(d.verdict_rule, "")
+    reason = d.reasons.get(d.verdict_rule, "")
+    python_loops = reason == "workload" and d.pattern == "python-loops"
+    template = PYTHON_LOOPS if python_loops else VERDICT_TEXT.get(reason, reason)
     text = template.format(
         where="",
         pattern=d.pattern,
@@ -59,6 +103,7 @@ def verdict_reason(a: Assessment) -> str:
         refactor=d.refactor_sites,
         gaps=gaps,
         base=base,
+        **thresholds(a),
     )
     return f"Rule {d.verdict_rule}: {text}."
 
@@ -67,6 +112,7 @@ def gate_reason(gate: Gate, a: Assessment) -> str:
     d = a.decision
     ctx = a.context
     key = gate.reason_key
+    numbers = thresholds(a)
     if key == "hardware-stop":
         return "skipped: the hardware gate failed"
     if key == "class-stop":
@@ -75,23 +121,23 @@ def gate_reason(gate: Gate, a: Assessment) -> str:
         if key == "cpu-only":
             return "CPU-only Legate run: no GPU requirement"
         if key == "gpu-unknown":
-            return "GPU model not given (--gpu): needs compute capability ≥ 7.0 (Volta or newer)"
+            return f"GPU model not given (--gpu): needs compute capability ≥ {numbers['cc']} (Volta or newer)"
         cc = ctx.gpu.low or 0
         label = ctx.gpu.label or "GPU"
         if key == "pre-volta":
-            return f"{label} is sm_{cc}: Pascal and older are not supported (needs ≥ 7.0)"
-        return f"{label} is sm_{cc} (≥ 7.0), Linux and CUDA 12/13 assumed"
+            return f"{label} is sm_{cc}: Pascal and older are not supported (needs ≥ {numbers['cc']})"
+        return f"{label} is sm_{cc} (≥ {numbers['cc']}), Linux and CUDA 12/13 assumed"
     if gate.number == 2:
         if key == "cpu-only":
             return "CPU-only run: no per-GPU size floor"
         size = _size_text(a)
-        band = _SIZE_BANDS.get(key, key)
+        band = _SIZE_BANDS[key].format(**numbers) if key in _SIZE_BANDS else key
         text = f"{size} → {_per_gpu_text(a)} per GPU; {band}"
         if key == "below-floor" and d.batching:
             f, line = d.batching[0]
             text += (
                 f"; batching path: the small array allocated per item at {f}:{line} can be "
-                "stacked into one (N, item) array so that N × item ≥ 1M"
+                f"stacked into one (N, item) array so that N × item ≥ {numbers['break_even_short']}"
             )
         return text
     if gate.number == 3:

@@ -260,3 +260,46 @@ def test_cpu_only_run(tmp_path) -> None:
     result = _assess(tmp_path, VECTORIZED, elements="10000", cpu_only=True)
     assert _gate(result, 1) == "pass"
     assert result.verdict == "READY"
+
+
+# --- the report words the numbers the rules compare with ------------------------------------
+
+
+def _rules_with(tmp_path: Path, old: str, new: str) -> Path:
+    from cpq.program import rules_text
+
+    text = rules_text()
+    assert text.count(old) == 1, old
+    path = tmp_path / "rules.dl"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_the_wording_takes_its_numbers_from_the_threshold_relation(tmp_path) -> None:
+    from cpq.cli.wording import gate_reason, verdict_reason
+
+    default = _assess(tmp_path, BLOCKS_TEMPLATE, elements="50M", gpu="V100")
+    assert verdict_reason(default) == "Rule 5: 3 BLOCKS sites on hot paths (three or more)."
+    rules = _rules_with(tmp_path, 'threshold("several_blocks", 3).', 'threshold("several_blocks", 4).')
+    rules.write_text(rules.read_text().replace(
+        'threshold("min_compute_capability", 70).', 'threshold("min_compute_capability", 75).'
+    ))
+    code = tmp_path / "mod.py"
+    changed = assess(code, Context.from_options(elements="50M", gpu="V100"), rules_path=rules)
+    assert changed.decision.thresholds["several_blocks"] == 4
+    assert verdict_reason(changed) == (
+        "Rule 1: Gate 1 fails: the hardware cannot run cuPyNumeric (compute capability below 7.5)."
+    )
+    gate1 = next(g for g in changed.decision.gates if g.number == 1)
+    assert gate_reason(gate1, changed) == "V100 is sm_70: Pascal and older are not supported (needs ≥ 7.5)"
+    small = assess(code, Context.from_options(elements="50M", gpu="H100"), rules_path=rules)
+    assert verdict_reason(small) == "Rule 6: 3 recipe-fixable BLOCKS site(s) on hot paths (one to three)."
+
+
+def test_a_verdict_relation_without_exactly_one_verdict_is_an_error_not_ready(tmp_path) -> None:
+    from cpq.engine import DatalogError
+
+    (tmp_path / "mod.py").write_text(textwrap.dedent(VECTORIZED))
+    rules = _rules_with(tmp_path, "verdict(V, R) :- base_verdict(V, R), !demotion(1).", "")
+    with pytest.raises(DatalogError, match="must derive exactly one verdict, they derived none"):
+        assess(tmp_path / "mod.py", Context.from_options(elements="50M"), rules_path=rules)

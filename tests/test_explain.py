@@ -373,5 +373,5 @@ def test_a_rule_that_reads_an_inline_relation_says_so_in_its_proof(examples: Ass
     the node and scope tuples its substituted body matched."""
     root = prove(examples, "finding", ("R104", "sync_in_loop.py", 12, "descend"))
     text = render_text(root)
-    assert "loc(N, F, L, Q).  (inline: loc at rules/locations.dl:" in text
+    assert "loc(N, F, L, Q), !disabled(C, F).  (inline: loc at rules/locations.dl:" in text
     assert "  node(n" in text and '  scope(n' in text
