@@ -63,7 +63,7 @@ class ProofNode:
     values: tuple = ()
     iteration: int | None = None
     rule: RuleRef | None = None
-    origin: str = ""  # for facts: "extracted fact", "fact, rules/findings.dl:12", "context", ...
+    origin: str = ""  # for facts: "extracted fact", "fact, rules/codes/R104/rules.dl:2", "context", ...
     location: Location | None = None
     value: Value | None = None  # aggregates
     ref: int | None = None  # "ref": id of the node that holds the proof

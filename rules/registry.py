@@ -1,7 +1,9 @@
 """The R-code registry: one folder per code under rules/codes/, holding all that is said of it.
 
 A code's folder holds its rules (`rules.dl`: the `code_info` fact with kind, title and recipe,
-and the rules that derive its sites), what the reports add to them (`code.toml`: the step of
+the rules that derive its sites and the helper relations only it uses; rules.dl includes every
+folder's with `#include "rules/codes/*/rules.dl"`, after rules/codes.dl, which declares
+`code_info` and `site`), what the reports add to them (`code.toml`: the step of
 its fix in the next steps, its recipe's text, the before/after sketch of a finding's line),
 its documentation (`doc.md`, the prose SARIF viewers show) and its fixture (`fixture.py`,
 code that must and must not produce it, with `fixture_*.py` beside it for a scenario of several

@@ -108,7 +108,7 @@ def test_rules_lists_every_code_and_shows_rule_text() -> None:
     for code in ["R001", "R007", "R101", "R111", "R201", "R206", "R301", "R305"]:
         assert code in out.output
     one = runner.invoke(app, ["rules", "R104"])
-    assert 'site("R104"' in one.output and "rules/codes_blocks.dl:" in one.output
+    assert 'site("R104"' in one.output and "rules/codes/R104/rules.dl:" in one.output
     assert runner.invoke(app, ["rules", "R999"]).exit_code == 2
 
 

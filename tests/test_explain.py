@@ -158,7 +158,7 @@ def test_r104_proof_reads_like_the_issue(examples: Assessment) -> None:
     assert line.endswith("— sync_in_loop.py:12  loss = np.dot(r, r).item()")
     assert 'site("R104", C) :- host_conversion(C), hot(C).' in text
     assert "[extracted fact] — sync_in_loop.py:12" in text
-    assert "[fact, rules/findings.dl:" in text  # code_info, written in rules/findings.dl
+    assert "[fact, rules/codes/R104/rules.dl:" in text  # code_info, written in its code's folder
     assert "absent: not_array_api(" in text
     assert 'check: "BLOCKS" != "SCALES"' in text
 

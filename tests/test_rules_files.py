@@ -1,5 +1,6 @@
-"""The shipped rules as files: rules.dl includes the topic files under rules/, rules/schema.dl is
-generated from facts/schema.py, and `cpq rules --export` joins them into one program."""
+"""The shipped rules as files: rules.dl includes the topic files under rules/ and each R-code's
+rules/codes/RXXX/rules.dl, rules/schema.dl is generated from facts/schema.py, and `cpq rules
+--export` joins them into one program."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from cpq.cli.app import app
 from cpq.engine import Program, parse_program
 from cpq.facts.schema import ALL_INPUTS, SCHEMA_DL, schema_dl
 from cpq.program import load_program, rules_text
+from cpq.rules.registry import registry
 
 PACKAGE = Path(__file__).resolve().parent.parent
 runner = CliRunner()
+CODE_FOLDERS = "rules/codes/*/rules.dl"  # the include of every R-code's folder
 
 
 def test_the_committed_schema_is_the_generated_one() -> None:
@@ -36,11 +39,16 @@ def test_the_schema_declares_every_input_and_types_node_ids() -> None:
     assert all(rel.file == SCHEMA_DL for name, rel in program.relations.items() if name in ALL_INPUTS)
 
 
-def test_rules_dl_includes_every_topic_file_once() -> None:
+def test_rules_dl_includes_every_topic_file_and_every_code_folder_once() -> None:
     included = re.findall(r'^#include "([^"]+)"$', (PACKAGE / "rules.dl").read_text(), flags=re.M)
-    on_disk = sorted(p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "rules").rglob("*.dl"))
-    assert sorted(included) == on_disk and len(set(included)) == len(included)
-    assert load_program().source_map.files == ["rules.dl", *included]  # type: ignore[union-attr]
+    assert CODE_FOLDERS in included and len(set(included)) == len(included)
+    topics = sorted(p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "rules").glob("*.dl"))
+    assert sorted(name for name in included if name != CODE_FOLDERS) == topics
+    folders = [f"rules/codes/{code}/rules.dl" for code in registry()]
+    everything = sorted(p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "rules").rglob("*.dl"))
+    assert everything == sorted(topics + folders)
+    expanded = [file for name in included for file in (folders if name == CODE_FOLDERS else [name])]
+    assert load_program().source_map.files == ["rules.dl", *expanded]  # type: ignore[union-attr]
 
 
 def test_every_rule_fact_and_relation_knows_its_file_and_line() -> None:
@@ -54,8 +62,7 @@ def test_every_rule_fact_and_relation_knows_its_file_and_line() -> None:
     for rel in program.relations.values():
         assert f".decl {rel.name}(" in texts[rel.file][rel.line - 1], rel.where
     site = program.rules_for("site")
-    assert {rule.file for rule in site} == {f"rules/codes_{kind}.dl" for kind in
-                                            ("scales", "blocks", "refactor", "info")}
+    assert {rule.file for rule in site} == {f"rules/codes/{code}/rules.dl" for code in registry()}
 
 
 def _declarations(program: Program) -> list[tuple]:
