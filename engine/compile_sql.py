@@ -55,7 +55,7 @@ def plain_table(_index: int, atom: Atom) -> str:
 
 
 def versioned_table(relation: str, version: str) -> str:
-    """The part of a relation visible to a semi-naive round (see database.py)."""
+    """The part of a relation visible to a semi-naive round (see evaluation.py)."""
     condition = {
         FULL: f"{ITER_COLUMN} < {CUR}",  # everything derived before this round
         DELTA: f"{ITER_COLUMN} = {PREV}",  # what the previous round added
@@ -282,7 +282,7 @@ class SqlCompiler:
         integral = self.is_integral(term.left, types) and self.is_integral(term.right, types)
         if term.op == "/":
             # Soufflé divides integers with truncation; `/` in DuckDB would yield a DOUBLE.
-            # Division by zero yields NULL (see database.py), so the rule does not fire.
+            # Division by zero yields NULL (see connect.py), so the rule does not fire.
             return (f"({left} // {right})" if integral else f"({left} / {right})"), True
         if term.op == "%":
             return f"({left} % {right})", True
