@@ -14,9 +14,8 @@ time, so each statement is compiled once.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from .plan import AggregatePlan, AtomArgFilter, BodyPlan, Filter
+from .plan import AggregatePlan, AtomArgFilter, BodyPlan, ExistsIn, Filter
 from .syntax import (
     Atom,
     BinOp,
@@ -70,15 +69,6 @@ def sql_literal(const: Const) -> str:
     if const.type == "float":
         return f"CAST({float(const.value)!r} AS DOUBLE)"
     return f"CAST({int(const.value)} AS {SQL_TYPES[const.type]})"
-
-
-@dataclass(frozen=True, slots=True)
-class ExistsIn:
-    """A filter of incremental maintenance: the atom's tuple is in `table` (a negated atom
-    turned into a test against the tuples its relation gained or lost)."""
-
-    atom: Atom
-    table: str
 
 
 class SqlCompiler:
@@ -207,7 +197,7 @@ class SqlCompiler:
 
     def filter(
         self,
-        item: Filter | ExistsIn,
+        item: Filter,
         env: dict[str, str],
         types: dict[str, str | None],
         atom_aliases: list[str],

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field, replace
 import duckdb
 
 from .change_tables import change_columns, change_table, old_table, same_values, value_columns
-from .compile_sql import FULL, ExistsIn, SqlCompiler, quote, versioned_table
+from .compile_sql import FULL, SqlCompiler, quote, versioned_table
 from .compile_sql import _select as select_sql
 from .evaluation import ROUND_SPAN, Evaluation, StratumStats
-from .plan import AggregatePlan, BodyPlan
+from .plan import AggregatePlan, BodyPlan, ExistsIn, Filter
 from .program import Program
 from .syntax import (
     Aggregate,
@@ -43,6 +43,7 @@ from .syntax import (
     Call,
     Comparison,
     Const,
+    Literal,
     Relation,
     Rule,
     UnaryMinus,
@@ -72,7 +73,7 @@ def _negated(plan: BodyPlan) -> list[tuple[int, Atom]]:
 
 def _with_filter(plan: BodyPlan, index: int, item: ExistsIn, *, keep: bool) -> BodyPlan:
     """The body with `item` in place of its filter `index` (or besides it, with `keep`)."""
-    filters: list = list(plan.filters)
+    filters: list[Filter] = list(plan.filters)
     if keep:
         filters.append(item)
     else:
@@ -123,7 +124,7 @@ def read_columns(program: Program) -> dict[str, frozenset[int]]:
             for arg in term.args:
                 terms(arg, whole)
 
-    def literals(body: tuple, whole: bool) -> None:
+    def literals(body: tuple[Literal, ...], whole: bool) -> None:
         for literal in body:
             if isinstance(literal, Atom):
                 read = found.setdefault(literal.relation, set())
