@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .catalogue import catalogue_rows
 from .engine import Database
 from .engine.connect import Limits
-from .engine.database import EVALUATION_THREADS
+from .engine.evaluation import EVALUATION_THREADS
 from .facts import Skipped, SourceText, iter_sources, line_count
 from .facts.discover import DEFAULT_MAX_FILE_SIZE
 from .facts.node_ids import MAX_NODES, file_bases

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from ..engine import Database, DatalogError
-from ..engine.incremental import UpdateTooLarge
+from ..engine.update import UpdateTooLarge
 from ..pipeline import (
     Evaluation,
     Inputs,

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..engine import Database
+from ..engine.change_tables import GENERATION_TABLE
 from ..engine.connect import foreign_objects
-from ..engine.incremental import GENERATION_TABLE
 from ..engine.list_params import unnest_select
 from ..pipeline import FileLayout
 from . import trust

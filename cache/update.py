@@ -66,7 +66,7 @@ def max_changed(facts: int) -> int:
 def input_changes(db: Database, plan: UpdatePlan) -> dict[str, tuple[str | None, str | None]]:
     """Per input relation, the SELECTs of the facts it loses (those of the files gone, read in
     the previous results) and of those it gains (staged by this run)."""
-    from ..engine.incremental import OLD_DB, change_table, value_columns
+    from ..engine.change_tables import OLD_DB, change_table, value_columns
 
     ranges = [(e.base, e.base + e.nodes) for e in plan.gone.values() if e.nodes]
     files = ", ".join("'" + f.replace("'", "''") + "'" for f in plan.gone)

@@ -421,7 +421,7 @@ def run() -> None:
     else:  # as sys.exit("message") does
         print(code, file=sys.stderr)
         status = 1
-    from ..engine.database import close_all_databases
+    from ..engine.storage import close_all_databases
 
     try:
         close_all_databases()

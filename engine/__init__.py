@@ -8,8 +8,9 @@ stats = db.evaluate()                            # stratified, semi-naive evalua
 db.rows("path"); db.query('path(1, X), X > 2')
 """
 
-from .database import Database, EvalStats, StratumStats
+from .database import Database
 from .errors import DatalogError
+from .evaluation import EvalStats, StratumStats
 from .include import JoinedText, SourceMap, folder_lister, folder_reader, join_includes
 from .program import Program, parse_joined, parse_program
 from .query import CompiledQuery, compile_query

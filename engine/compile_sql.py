@@ -14,9 +14,8 @@ time, so each statement is compiled once.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from .plan import AggregatePlan, AtomArgFilter, BodyPlan, Filter
+from .plan import AggregatePlan, AtomArgFilter, BodyPlan, ExistsIn, Filter
 from .syntax import (
     Atom,
     BinOp,
@@ -55,7 +54,7 @@ def plain_table(_index: int, atom: Atom) -> str:
 
 
 def versioned_table(relation: str, version: str) -> str:
-    """The part of a relation visible to a semi-naive round (see database.py)."""
+    """The part of a relation visible to a semi-naive round (see evaluation.py)."""
     condition = {
         FULL: f"{ITER_COLUMN} < {CUR}",  # everything derived before this round
         DELTA: f"{ITER_COLUMN} = {PREV}",  # what the previous round added
@@ -70,15 +69,6 @@ def sql_literal(const: Const) -> str:
     if const.type == "float":
         return f"CAST({float(const.value)!r} AS DOUBLE)"
     return f"CAST({int(const.value)} AS {SQL_TYPES[const.type]})"
-
-
-@dataclass(frozen=True, slots=True)
-class ExistsIn:
-    """A filter of incremental maintenance: the atom's tuple is in `table` (a negated atom
-    turned into a test against the tuples its relation gained or lost)."""
-
-    atom: Atom
-    table: str
 
 
 class SqlCompiler:
@@ -207,7 +197,7 @@ class SqlCompiler:
 
     def filter(
         self,
-        item: Filter | ExistsIn,
+        item: Filter,
         env: dict[str, str],
         types: dict[str, str | None],
         atom_aliases: list[str],
@@ -282,7 +272,7 @@ class SqlCompiler:
         integral = self.is_integral(term.left, types) and self.is_integral(term.right, types)
         if term.op == "/":
             # Soufflé divides integers with truncation; `/` in DuckDB would yield a DOUBLE.
-            # Division by zero yields NULL (see database.py), so the rule does not fire.
+            # Division by zero yields NULL (see connect.py), so the rule does not fire.
             return (f"({left} // {right})" if integral else f"({left} / {right})"), True
         if term.op == "%":
             return f"({left} % {right})", True

@@ -1,8 +1,9 @@
 """Incremental maintenance of evaluated results after some input facts changed.
 
-The previous results stay readable, attached read-only as OLD_DB; the database being updated is
-a copy of them.  Strata are brought up to date in dependency order, each by delete and
-re-derive (DRed: Gupta, Mumick and Subrahmanian, SIGMOD 1993):
+The previous results stay readable, attached read-only as OLD_DB (see change_tables); the
+database being updated is a copy of them.  Once engine.update has applied the input relations'
+changes, the strata are brought up to date in dependency order, each by a StratumUpdate: delete
+and re-derive (DRed: Gupta, Mumick and Subrahmanian, SIGMOD 1993):
 
 1. Over-delete, in the previous state: every tuple with a derivation that used a removed tuple
    of a positive atom, or a net gain of a negated atom's relation ("over:R"; in a recursive
@@ -17,75 +18,39 @@ For the strata that read a relation, its tuples removed are its over-deleted one
 tuples added are those step 3 inserted, re-derived ones included: a re-derived tuple has a new
 `_iter`, so every tuple whose derivation used it is derived again too, and each derived tuple
 keeps a derivation from tuples of smaller `_iter`, as `cpq why` expects (tuples an update makes
-are numbered above every earlier one, GENERATION_SPAN per update).  Negations and aggregates,
-which read the final state, see net changes only ("netlost:R", "netgained:R").  A rule with an
-aggregate whose relations changed is evaluated whole, in both states.
+are numbered above every earlier one, update.GENERATION_SPAN per update).  Negations and
+aggregates, which read the final state, see net changes only ("netlost:R", "netgained:R").  A
+rule with an aggregate whose relations changed is evaluated whole, in both states.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
-from .compile_sql import FULL, ExistsIn, SqlCompiler, quote, versioned_table
+import duckdb
+
+from .change_tables import change_columns, change_table, old_table, same_values, value_columns
+from .compile_sql import FULL, SqlCompiler, quote, versioned_table
 from .compile_sql import _select as select_sql
-from .plan import AggregatePlan, BodyPlan
+from .evaluation import ROUND_SPAN, Evaluation, StratumStats
+from .plan import AggregatePlan, BodyPlan, ExistsIn, Filter
 from .program import Program
-from .syntax import Aggregate, Atom, BinOp, Call, Comparison, Const, Relation, Rule, UnaryMinus, Var, Wildcard
+from .syntax import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Call,
+    Comparison,
+    Const,
+    Literal,
+    Relation,
+    Rule,
+    UnaryMinus,
+    Var,
+    Wildcard,
+)
 from .typesys import SQL_TYPES
-
-if TYPE_CHECKING:
-    import duckdb
-
-    from .database import Database, StratumStats
-
-OLD_DB = "cpq_old"
-CHANGES_DB = "cpq_changes"
-GENERATION_TABLE = "cpq_generation"
-# _iter values one update may use: above every stratum's rounds (strata * ROUND_SPAN).
-GENERATION_SPAN = 1 << 40
-
-
-class UpdateTooLarge(Exception):
-    """The inputs changed too much for an update to pay: evaluate from scratch instead."""
-
-    def __init__(self, changed: int, limit: int) -> None:
-        super().__init__(f"{changed} input tuples changed, more than {limit}")
-        self.changed = changed
-
-
-def old_table(relation: str) -> str:
-    return f"{OLD_DB}.{quote(relation)}"
-
-
-def change_table(kind: str, relation: str) -> str:
-    """A table of CHANGES_DB: kind "del", "ins" or "over" (see the module's docstring)."""
-    return f"{CHANGES_DB}.{quote(kind + ':' + relation)}"
-
-
-def change_columns(rel: Relation) -> list[str]:
-    """The column definitions of a change table of `rel` (a 0-ary relation gets a dummy)."""
-    cols = [
-        f"{quote(name)} {SQL_TYPES[base]}"
-        for (name, _), base in zip(rel.columns, rel.base_types, strict=True)
-    ]
-    return cols or ['"_unit" INTEGER']
-
-
-def same_values(rel: Relation, left: str, right: str, *, positional: bool = False) -> str:
-    """SQL: the rows `left` and `right` hold the same tuple of `rel` (`right` by position,
-    c0..cn-1, with `positional`)."""
-    pairs = [
-        f"{left}.{quote(name)} = {right}." + (f"c{i}" if positional else quote(name))
-        for i, name in enumerate(rel.column_names)
-    ]
-    return " AND ".join(pairs) or "TRUE"
-
-
-def value_columns(rel: Relation, alias: str = "") -> str:
-    prefix = f"{alias}." if alias else ""
-    return ", ".join(f"{prefix}{quote(name)}" for name in rel.column_names) or "1"
 
 
 def _aggregate_relations(plan: BodyPlan) -> set[str]:
@@ -108,7 +73,7 @@ def _negated(plan: BodyPlan) -> list[tuple[int, Atom]]:
 
 def _with_filter(plan: BodyPlan, index: int, item: ExistsIn, *, keep: bool) -> BodyPlan:
     """The body with `item` in place of its filter `index` (or besides it, with `keep`)."""
-    filters: list = list(plan.filters)
+    filters: list[Filter] = list(plan.filters)
     if keep:
         filters.append(item)
     else:
@@ -159,7 +124,7 @@ def read_columns(program: Program) -> dict[str, frozenset[int]]:
             for arg in term.args:
                 terms(arg, whole)
 
-    def literals(body: tuple, whole: bool) -> None:
+    def literals(body: tuple[Literal, ...], whole: bool) -> None:
         for literal in body:
             if isinstance(literal, Atom):
                 read = found.setdefault(literal.relation, set())
@@ -190,15 +155,13 @@ class StratumUpdate:
 
     def __init__(
         self,
-        db: Database,
+        db: Evaluation,
         index: int,
         changes: Changes,
         generation_base: int,
         con: duckdb.DuckDBPyConnection,
         needs_net: set[str],
     ) -> None:
-        from .database import ROUND_SPAN
-
         self.db = db
         self.program = db.program
         self.index = index
@@ -337,8 +300,6 @@ class StratumUpdate:
     # -- the three steps -----------------------------------------------------------------------
 
     def run(self) -> StratumStats:
-        from .database import StratumStats
-
         started = time.perf_counter()
         rules = [self.program.rules[i] for i in self.stratum.rules]
         touched = [rule for rule in rules if self._touched(rule)]

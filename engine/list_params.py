@@ -30,7 +30,7 @@ def unnest_select(columns: Sequence[tuple[str, str]]) -> str:
     return "SELECT " + ", ".join(f"CAST(unnest(?) AS {sql_type}) AS {name}" for name, sql_type in columns)
 
 
-def values_fit(values: list, base_type: str) -> bool:
+def values_fit(values: Sequence[object], base_type: str) -> bool:
     """Every value is of the Python type a column of `base_type` takes (None never is)."""
     accepted = _PYTHON_TYPES[base_type]
     return all(type(value) in accepted for value in values)

@@ -51,6 +51,11 @@ _TERMINAL_NAMES = {
 }
 
 
+# The trees Lark builds: rules' trees with tokens as leaves; and, where an optional part of a
+# rule is left out, None (maybe_placeholders), which Lark's types do not say.
+ParseTree = Tree[Token]
+
+
 @cache
 def _lark() -> Lark:
     grammar = (Path(__file__).parent / "datalog.lark").read_text(encoding="utf-8")
@@ -119,10 +124,10 @@ def parse_query_text(text: str, source: str) -> list[tuple[Literal, ...]]:
     """Parse a rule body used as a query; returns its DNF branches."""
     tree = _run_lark(text, source, "query")
     builder = _Builder(text, source)
-    return builder.branches(tree.children[0])
+    return builder.branches(_tree(tree.children[0]))
 
 
-def _run_lark(text: str, source: str, start: str) -> Tree:
+def _run_lark(text: str, source: str, start: str) -> ParseTree:
     try:
         return _lark().parse(text, start=start)
     except UnexpectedInput as exc:
@@ -133,7 +138,7 @@ def _syntax_error(exc: UnexpectedInput, text: str, source: str) -> DatalogError:
     line = getattr(exc, "line", 0) or 0
     column = getattr(exc, "column", 0) or 0
     if isinstance(exc, UnexpectedCharacters):
-        message = f"unexpected character {text[exc.pos_in_stream]!r}"
+        message = f"unexpected character {exc.char!r}"
     elif isinstance(exc, UnexpectedEOF) or (
         isinstance(exc, UnexpectedToken) and exc.token.type == "$END"
     ):
@@ -200,30 +205,30 @@ class _Builder:
 
     # -- statements ------------------------------------------------------------------------
 
-    def program(self, tree: Tree) -> ParsedText:
+    def program(self, tree: ParseTree) -> ParsedText:
         out = ParsedText()
-        for stmt in tree.children:
-            assert isinstance(stmt, Tree)
+        for child in tree.children:
+            stmt = _tree(child)
             kind = stmt.data
             if kind == "subtype_decl":
-                name, base = stmt.children
-                out.types.append(TypeDecl(str(name), str(base), name.line, name.column))
+                name, base = _token(stmt.children[0]), stmt.children[1]
+                out.types.append(TypeDecl(str(name), str(base), *_at(name)))
             elif kind == "union_type_decl":
-                name, first = stmt.children[0], stmt.children[1]
-                out.types.append(TypeDecl(str(name), str(first), name.line, name.column))
+                name, first = _token(stmt.children[0]), stmt.children[1]
+                out.types.append(TypeDecl(str(name), str(first), *_at(name)))
             elif kind == "rel_decl":
                 out.decls.append(self.rel_decl(stmt))
             elif kind == "io_decl":
                 io_kind = str(stmt.children[0])[1:]
                 for target in stmt.children[1:]:
-                    name = target.children[0]
-                    out.io.append(IoDirective(io_kind, str(name), name.line, name.column))
+                    name = _token(_tree(target).children[0])
+                    out.io.append(IoDirective(io_kind, str(name), *_at(name)))
             elif kind == "clause":
                 out.clauses.append(self.clause(stmt))
         return out
 
-    def rel_decl(self, tree: Tree) -> RelDecl:
-        name_tok = tree.children[0]
+    def rel_decl(self, tree: ParseTree) -> RelDecl:
+        name_tok = _token(tree.children[0])
         attrs: list[DeclAttr] = []
         qualifiers: list[str] = []
         for child in tree.children[1:]:
@@ -231,18 +236,17 @@ class _Builder:
                 continue
             if isinstance(child, Tree):
                 attr_name, type_name = child.children
-                attrs.append(
-                    DeclAttr(str(attr_name), str(type_name), attr_name.line, attr_name.column)
-                )
+                attrs.append(DeclAttr(str(attr_name), str(type_name), *_at(_token(attr_name))))
             else:
                 qualifiers.append(str(child))
+        line, column = _at(name_tok)
         return RelDecl(
             name=str(name_tok),
             attrs=attrs,
             qualifiers=qualifiers,
             doc=self.doc_above(tree.meta.line),
-            line=name_tok.line,
-            column=name_tok.column,
+            line=line,
+            column=column,
         )
 
     def doc_above(self, line: int) -> str:
@@ -255,40 +259,40 @@ class _Builder:
             index -= 1
         return "\n".join(reversed(doc)).strip("\n")
 
-    def clause(self, tree: Tree) -> Clause:
+    def clause(self, tree: ParseTree) -> Clause:
         *head_trees, body = tree.children
-        heads = [self.atom(head) for head in head_trees]
+        heads = [self.atom(_tree(head)) for head in head_trees]
         text = self.text[tree.meta.start_pos : tree.meta.end_pos]
-        branches = None if body is None else self.branches(body)
+        branches = None if body is None else self.branches(_tree(body))
         return Clause(heads, branches, text, tree.meta.line, tree.meta.column)
 
-    def atom(self, tree: Tree) -> Atom:
-        name = tree.children[0]
+    def atom(self, tree: ParseTree) -> Atom:
+        name = _token(tree.children[0])
         args = tuple(self.term(arg) for arg in tree.children[1:] if arg is not None)
-        return Atom(str(name), args, False, name.line, name.column)
+        return Atom(str(name), args, False, *_at(name))
 
     # -- bodies ----------------------------------------------------------------------------
 
-    def branches(self, disjunction: Tree) -> list[tuple[Literal, ...]]:
+    def branches(self, disjunction: ParseTree) -> list[tuple[Literal, ...]]:
         """DNF branches of a body, with aggregates moved into literals of their own."""
         out = []
         for branch in self.dnf(self.formula(disjunction)):
             out.append(tuple(self.extract_aggregates(branch)))
         return out
 
-    def formula(self, tree: Tree) -> _Formula:
+    def formula(self, tree: ParseTree) -> _Formula:
         kind = tree.data
         if kind == "disjunction":
-            items = [self.formula(child) for child in tree.children]
+            items = [self.formula(_tree(child)) for child in tree.children]
             return items[0] if len(items) == 1 else _Or(items)
         if kind == "conjunction":
-            items = [self.formula(child) for child in tree.children]
+            items = [self.formula(_tree(child)) for child in tree.children]
             return items[0] if len(items) == 1 else _And(items)
         if kind == "negation":
-            return _Not(self.formula(tree.children[0]), tree.meta.line, tree.meta.column)
+            return _Not(self.formula(_tree(tree.children[0])), tree.meta.line, tree.meta.column)
         if kind == "comparison":
             left, op, right = tree.children
-            op_tok = op.children[0]
+            op_tok = _tree(op).children[0]
             return Comparison(
                 str(op_tok), self.term(left), self.term(right), tree.meta.line, tree.meta.column
             )
@@ -300,15 +304,15 @@ class _Builder:
             return self.plain_literal(tree.children[0])
         raise self.fail(tree.meta, f"unexpected {kind}")  # pragma: no cover - grammar guarantees
 
-    def plain_literal(self, expr: Tree | Token) -> _Formula:
+    def plain_literal(self, expr: ParseTree | Token) -> _Formula:
         if isinstance(expr, Tree) and expr.data == "call":
-            name = expr.children[0]
+            name = _token(expr.children[0])
             args = tuple(self.term(arg) for arg in expr.children[1:] if arg is not None)
             if str(name) in CONSTRAINT_FUNCTORS:
-                return Constraint(str(name), args, False, name.line, name.column)
-            return Atom(str(name), args, False, name.line, name.column)
+                return Constraint(str(name), args, False, *_at(name))
+            return Atom(str(name), args, False, *_at(name))
         if isinstance(expr, Tree) and expr.data == "group":
-            return self.formula(expr.children[0])
+            return self.formula(_tree(expr.children[0]))
         where = expr.meta if isinstance(expr, Tree) else expr
         raise self.fail(
             where, "expected a literal (an atom, a comparison or a constraint), found a term"
@@ -403,33 +407,37 @@ class _Builder:
 
     # -- terms -----------------------------------------------------------------------------
 
-    def term(self, tree: Tree | Token) -> Term:
+    def term(self, tree: ParseTree | Token) -> Term:
         assert isinstance(tree, Tree)
         kind = tree.data
         if kind == "variable":
-            tok = tree.children[0]
+            tok = _token(tree.children[0])
             if str(tok) == "_":
-                return Wildcard(tok.line, tok.column)
-            return Var(str(tok), tok.line, tok.column)
+                return Wildcard(*_at(tok))
+            return Var(str(tok), *_at(tok))
         if kind == "number":
-            return _number(tree.children[0])
+            return _number(_token(tree.children[0]))
         if kind == "string":
-            tok = tree.children[0]
-            return Const(_unescape(str(tok)[1:-1]), "symbol", tok.line, tok.column)
+            tok = _token(tree.children[0])
+            return Const(_unescape(str(tok)[1:-1]), "symbol", *_at(tok))
         if kind == "binop":
             left, op, right = tree.children
-            op_tok = op.children[0]
-            return BinOp(str(op_tok), self.term(left), self.term(right), op_tok.line, op_tok.column)
+            op_tok = _token(_tree(op).children[0])
+            return BinOp(str(op_tok), self.term(left), self.term(right), *_at(op_tok))
         if kind == "power":
             left, right = tree.children
             return BinOp("^", self.term(left), self.term(right), tree.meta.line, tree.meta.column)
         if kind == "negate":
             operand = self.term(tree.children[0])
-            if isinstance(operand, Const) and operand.type in ("number", "float"):
-                return Const(-operand.value, operand.type, tree.meta.line, tree.meta.column)  # type: ignore[operator]
+            if (
+                isinstance(operand, Const)
+                and operand.type in ("number", "float")
+                and isinstance(operand.value, int | float)  # as it always is for these types
+            ):
+                return Const(-operand.value, operand.type, tree.meta.line, tree.meta.column)
             return UnaryMinus(operand, tree.meta.line, tree.meta.column)
         if kind == "call":
-            name = tree.children[0]
+            name = _token(tree.children[0])
             args = tuple(self.term(arg) for arg in tree.children[1:] if arg is not None)
             if str(name) in CONSTRAINT_FUNCTORS:
                 raise self.fail(name, f"constraint '{name}' cannot be used as a term")
@@ -437,26 +445,27 @@ class _Builder:
                 raise self.fail(
                     name, f"unknown functor '{name}' (relations cannot be used as terms)"
                 )
-            return Call(str(name), args, name.line, name.column)
+            return Call(str(name), args, *_at(name))
         if kind == "minmax_call":
-            op_tok = tree.children[0].children[0]
+            op_tok = _token(_tree(tree.children[0]).children[0])
             if str(op_tok) not in ("min", "max"):
                 raise self.fail(op_tok, f"'{op_tok}' is not a functor; did you mean an aggregate?")
             args = tuple(self.term(arg) for arg in tree.children[1:])
-            return Call(str(op_tok), args, op_tok.line, op_tok.column)
+            return Call(str(op_tok), args, *_at(op_tok))
         if kind == "aggregate":
             return self.aggregate(tree)
         if kind == "group":
-            inner = _single_plain_expr(tree.children[0])
+            inner = _single_plain_expr(_tree(tree.children[0]))
             if inner is not None:  # a parenthesised term
                 return self.term(inner)
-            formula = self.formula(tree.children[0])
+            formula = self.formula(_tree(tree.children[0]))
             raise self.fail(tree.meta, f"expected a term, found {_describe_formula(formula)}")
         raise self.fail(tree.meta, f"unexpected {kind}")  # pragma: no cover - grammar guarantees
 
-    def aggregate(self, tree: Tree) -> Aggregate:
-        op_tree, target_tree, body_tree = tree.children
-        op_tok = op_tree.children[0]
+    def aggregate(self, tree: ParseTree) -> Aggregate:
+        op_tree, target_tree, body_child = tree.children
+        op_tok = _token(_tree(op_tree).children[0])
+        body_tree = _tree(body_child)
         op = str(op_tok)
         target = None if target_tree is None else self.term(target_tree)
         if op == "count" and target is not None:
@@ -466,13 +475,13 @@ class _Builder:
         first = body_tree.children[0]
         if isinstance(first, Token):  # short form `count : r(X)`
             args = tuple(self.term(arg) for arg in body_tree.children[1:] if arg is not None)
-            body: list[Literal] = [Atom(str(first), args, False, first.line, first.column)]
+            body: list[Literal] = [Atom(str(first), args, False, *_at(first))]
         else:
             branches = self.dnf(self.formula(first))
             if len(branches) != 1:
                 raise self.fail(body_tree.meta, "disjunction inside an aggregate is not supported")
             body = branches[0]
-        return Aggregate(op, target, tuple(body), op_tok.line, op_tok.column)
+        return Aggregate(op, target, tuple(body), *_at(op_tok))
 
 
 def _describe_formula(formula: _Formula) -> str:
@@ -483,15 +492,16 @@ def _describe_formula(formula: _Formula) -> str:
 
 def _number(tok: Token) -> Const:
     text = str(tok)
+    line, column = _at(tok)
     if text.startswith(("0x", "0X")):
-        return Const(int(text, 16), "number", tok.line, tok.column)
+        return Const(int(text, 16), "number", line, column)
     if text.startswith(("0b", "0B")):
-        return Const(int(text, 2), "number", tok.line, tok.column)
+        return Const(int(text, 2), "number", line, column)
     if "." in text:
-        return Const(float(text), "float", tok.line, tok.column)
+        return Const(float(text), "float", line, column)
     if text.endswith("u"):
-        return Const(int(text[:-1]), "unsigned", tok.line, tok.column)
-    return Const(int(text), "number", tok.line, tok.column)
+        return Const(int(text[:-1]), "unsigned", line, column)
+    return Const(int(text), "number", line, column)
 
 
 def _unescape(body: str) -> str:
@@ -516,17 +526,36 @@ def _unescape(body: str) -> str:
     return "".join(out)
 
 
-def _single_plain_expr(disjunction: Tree) -> Tree | None:
+def _single_plain_expr(disjunction: ParseTree) -> ParseTree | Token | None:
     """The expression of `( expr )`, or None when the parentheses hold literals."""
     if len(disjunction.children) != 1:
         return None
-    conjunction = disjunction.children[0]
+    conjunction = _tree(disjunction.children[0])
     if len(conjunction.children) != 1:
         return None
-    literal = conjunction.children[0]
+    literal = _tree(conjunction.children[0])
     if literal.data != "plain":
         return None
     expr = literal.children[0]
     if isinstance(expr, Tree) and expr.data in ("call", "group"):
         return None  # `(r(X))` in a term position is still an atom, not a term
     return expr
+
+
+def _tree(node: ParseTree | Token) -> ParseTree:
+    """A child that the grammar makes a rule's tree."""
+    assert isinstance(node, Tree)
+    return node
+
+
+def _token(node: ParseTree | Token) -> Token:
+    """A child that the grammar makes a token."""
+    assert isinstance(node, Token)
+    return node
+
+
+def _at(token: Token) -> tuple[int, int]:
+    """The line and column of a token: every token the lexer makes has both (Lark's types
+    leave them optional, for tokens made by hand)."""
+    assert token.line is not None and token.column is not None
+    return token.line, token.column

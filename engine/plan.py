@@ -54,7 +54,16 @@ class AtomArgFilter(PickledByFields):
     term: Term
 
 
-Filter = Comparison | Constraint | Atom | BoolLit | AtomArgFilter
+@dataclass(frozen=True, slots=True)
+class ExistsIn:
+    """A filter of incremental maintenance: the atom's tuple is in `table` (a negated atom
+    turned into a test against the tuples its relation gained or lost)."""
+
+    atom: Atom
+    table: str
+
+
+Filter = Comparison | Constraint | Atom | BoolLit | AtomArgFilter | ExistsIn
 
 
 @dataclass(slots=True)

@@ -31,12 +31,13 @@ class PickledByFields:
 
     __slots__ = ()
 
-    def __reduce__(self) -> tuple[type, tuple]:
+    def __reduce__(self) -> tuple[type[PickledByFields], tuple[object, ...]]:
+        # The subclasses are dataclasses, which this base is not: mypy cannot know it.
         return type(self), tuple(getattr(self, f.name) for f in fields(self))  # type: ignore[arg-type]
 
 
 def _pos() -> int:
-    return field(default=0, compare=False, repr=False)  # type: ignore[return-value]
+    return field(default=0, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,6 @@ import pytest
 import cpq
 
 PACKAGE = "cpq"
-# Cycles wholly inside engine/ are being taken apart with the split of engine/database.py.
-ENGINE = f"{PACKAGE}.engine"
 
 
 @dataclass(frozen=True)
@@ -220,21 +218,9 @@ def graph() -> Graph:
     return modules, edges, strongly_connected(list(modules), edges)
 
 
-def _in_engine(module: str) -> bool:
-    return module == ENGINE or module.startswith(ENGINE + ".")
-
-
-def test_no_import_cycles_outside_the_engine(graph: Graph) -> None:
+def test_no_import_cycles(graph: Graph) -> None:
     _, edges, components = graph
-    cycles = [c for c in components if not all(map(_in_engine, c))]
-    assert not cycles, "import cycles:\n" + "\n".join(describe(c, edges, ROOT) for c in cycles)
-
-
-@pytest.mark.xfail(strict=False, reason="engine split in progress")
-def test_no_import_cycles_inside_the_engine(graph: Graph) -> None:
-    _, edges, components = graph
-    cycles = [c for c in components if all(map(_in_engine, c))]
-    assert not cycles, "import cycles:\n" + "\n".join(describe(c, edges, ROOT) for c in cycles)
+    assert not components, "import cycles:\n" + "\n".join(describe(c, edges, ROOT) for c in components)
 
 
 def test_no_import_of_a_cpq_module_is_swallowed() -> None:

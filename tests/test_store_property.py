@@ -103,7 +103,7 @@ def run_cpq(args: list[str], xdg: Path, subprocess_run: bool, cwd: Path | None =
     from typer.testing import CliRunner
 
     from cpq.cli.app import app
-    from cpq.engine.database import close_all_databases
+    from cpq.engine.storage import close_all_databases
 
     try:
         runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2

@@ -1,0 +1,218 @@
+"""Input facts appended to the tables of a Database: tuples, lists per column or Arrow tables.
+
+Few values go to DuckDB as list parameters (see list_params), more as Arrow tables; the
+statements of one load run in one transaction.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+import duckdb
+
+from .compile_sql import insert_new_tuples
+from .list_params import LIST_BATCH_VALUES, unnest_select, values_fit
+from .storage import Storage
+from .typesys import SQL_TYPES
+
+if TYPE_CHECKING:  # at run time pyarrow is imported where first needed (see _arrow_types)
+    import pyarrow as pa
+
+
+@cache
+def _arrow_types() -> dict[str, pa.DataType]:
+    # pyarrow is imported on first use: reading saved results never needs it.
+    import pyarrow as pa
+
+    return {"symbol": pa.string(), "number": pa.int64(), "unsigned": pa.uint64(), "float": pa.float64()}
+
+
+def _is_arrow_table(value: object) -> TypeGuard[pa.Table]:
+    # Without pyarrow imported, nothing can be one of its tables.
+    pa = sys.modules.get("pyarrow")
+    return pa is not None and isinstance(value, pa.Table)
+
+
+_LOAD_VIEW = "__cpq_load"
+Columns = list[list[Any]]  # a relation's rows, one list of values per column
+
+
+def _arrow_table(relation: str, columns: Columns, base_types: Iterable[str]) -> pa.Table:
+    """Columns of checked values as an Arrow table (for batches too large for lists)."""
+    import pyarrow as pa  # on first use, as in _arrow_types
+
+    try:
+        arrays = [
+            pa.array(column, type=_arrow_types()[base])
+            for column, base in zip(columns, base_types, strict=True)
+        ]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        raise ValueError(f"cannot load rows into '{relation}': {exc}") from exc
+    return pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
+
+
+def _check_types(relation: str, columns: Columns, base_types: Iterable[str]) -> None:
+    """Refuse a value of the wrong Python type (a float or a bool for a number, None), which
+    DuckDB or Arrow would otherwise convert (1.5 to 1, True to 1)."""
+    for column, base in zip(columns, base_types, strict=True):
+        if not values_fit(column, base):
+            raise ValueError(f"cannot load rows into '{relation}': a value is not a {base}")
+
+
+@dataclass(frozen=True, slots=True)
+class _LoadStatement:
+    """An INSERT of facts, with the list parameters or the Arrow view it reads."""
+
+    sql: str
+    params: Columns | None = None
+    view: tuple[str, pa.Table] | None = None
+
+
+class Loading(Storage):
+    """Appending input facts (the loading part of engine.Database)."""
+
+    def load(self, relation: str, rows: Iterable[tuple[object, ...]] | pa.Table) -> int:
+        """Append input tuples (as `_iter` 0); duplicates are dropped.  Returns how many were new.
+
+        `rows` is a pyarrow Table (columns by position) or tuples; tuples go to DuckDB column
+        by column, as lists when they are few (see list_params) and as Arrow arrays otherwise.
+        """
+        rel = self._relation(relation)
+        if _is_arrow_table(rows):
+            if rows.num_columns != rel.arity:
+                raise ValueError(
+                    f"'{relation}' has {rel.arity} column(s), the table has {rows.num_columns}"
+                )
+            if rows.num_rows == 0:
+                return 0
+            table = rows
+        else:
+            rows = rows if isinstance(rows, list | tuple) else list(rows)
+            if not rows:
+                return 0
+            widths = set(map(len, rows))
+            if widths != {rel.arity}:
+                raise ValueError(
+                    f"'{relation}' has {rel.arity} column(s); got rows of length {sorted(widths)}"
+                )
+            if rel.arity == 0:
+                return self._insert_unit(relation)
+            columns = [list(column) for column in zip(*rows, strict=True)]
+            _check_types(relation, columns, rel.base_types)
+            if len(rows) * rel.arity <= LIST_BATCH_VALUES:
+                statement = self._columns_insert(relation, columns, disjoint=False, types_checked=True)
+                return self._load_statements([statement])
+            table = _arrow_table(relation, columns, rel.base_types)
+        if rel.arity == 0:
+            return self._insert_unit(relation)
+        return self._load_statements([self._insert_from(relation, table, _LOAD_VIEW, disjoint=False)])
+
+    def load_disjoint(self, tables: Mapping[str, pa.Table | Columns], *, staged: bool = False) -> int:
+        """Append input tuples to several relations at once (as `_iter` 0), all or none.  A
+        batch is a pyarrow Table or a list per column (for few values: see list_params).  Each
+        must be a set with no row in its relation already (the facts of files not loaded
+        before): it is then neither made a set nor compared with the table, a comparison whose
+        cost grows with the table.  Returns how many tuples were added.
+
+        `staged`: into the relations' staging tables of an update (see `staging_table`)
+        instead of the relations themselves."""
+        statements: list[_LoadStatement] = []
+        added = 0
+        for relation, batch in tables.items():
+            if _is_arrow_table(batch):
+                rows = batch.num_rows
+                if rows:
+                    view = f"{_LOAD_VIEW}_{len(statements)}"
+                    statements.append(
+                        self._insert_from(relation, batch, view, disjoint=True, staged=staged)
+                    )
+            else:
+                rows = max(map(len, batch), default=0)
+                if rows:
+                    statements.append(
+                        self._columns_insert(relation, batch, disjoint=True, staged=staged)
+                    )
+            added += rows
+        self._load_statements(statements)
+        return added
+
+    def _insert_from(
+        self, relation: str, table: pa.Table, view: str, *, disjoint: bool, staged: bool = False
+    ) -> _LoadStatement:
+        """The INSERT that appends the rows of `table` (checked against the relation) as facts,
+        read through the view `view`: a set of them, new ones only, unless the caller vouches
+        for both."""
+        rel = self._relation(relation)
+        if rel.arity == 0 or table.num_columns != rel.arity:
+            raise ValueError(f"'{relation}' has {rel.arity} column(s), the table has {table.num_columns}")
+        if any(column.null_count for column in table.columns):
+            raise ValueError(f"cannot load NULL values into '{relation}'")
+        casts = ", ".join(
+            f"CAST(c{i} AS {SQL_TYPES[base]}) AS c{i}" for i, base in enumerate(rel.base_types)
+        )
+        select = f"SELECT {'' if disjoint else 'DISTINCT '}{casts} FROM {view}"
+        anti_join = not disjoint and self.count(relation) > 0
+        target = self.staging_table(relation) if staged else None
+        sql = insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join, table=target)
+        return _LoadStatement(sql, view=(view, table.rename_columns([f"c{i}" for i in range(rel.arity)])))
+
+    def _columns_insert(
+        self,
+        relation: str,
+        columns: Columns,
+        *,
+        disjoint: bool,
+        types_checked: bool = False,
+        staged: bool = False,
+    ) -> _LoadStatement:
+        """As `_insert_from`, for rows given as one list per column (list parameters)."""
+        rel = self._relation(relation)
+        if rel.arity == 0 or len(columns) != rel.arity:
+            raise ValueError(f"'{relation}' has {rel.arity} column(s), the batch has {len(columns)}")
+        if len({len(column) for column in columns}) != 1:
+            raise ValueError(f"the columns given for '{relation}' differ in length")
+        if not types_checked:
+            _check_types(relation, columns, rel.base_types)
+        values = unnest_select([(f"c{i}", SQL_TYPES[base]) for i, base in enumerate(rel.base_types)])
+        select = values if disjoint else f"SELECT DISTINCT * FROM ({values})"
+        anti_join = not disjoint and self.count(relation) > 0
+        target = self.staging_table(relation) if staged else None
+        return _LoadStatement(
+            insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join, table=target),
+            params=list(columns),
+        )
+
+    def _load_statements(self, statements: list[_LoadStatement]) -> int:
+        """Run loading INSERTs in one transaction; returns how many rows they added.  Those
+        without parameters go in one call (a call costs more than a small statement)."""
+        if not statements:
+            return 0
+        views = [st.view for st in statements if st.view is not None]
+        plain = [st.sql for st in statements if st.params is None]
+        added = 0
+        try:
+            for name, table in views:
+                self.con.register(name, table)
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                for st in statements:
+                    if st.params is not None:
+                        added += self._execute_count(st.sql, params=st.params)
+                if len(plain) == 1:
+                    added += self._execute_count(plain[0])
+                elif plain:
+                    self.con.execute(";\n".join(plain))
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+        except (duckdb.ConversionException, duckdb.InvalidInputException) as exc:
+            raise ValueError(f"cannot load rows: {exc}") from exc
+        finally:
+            for name, _ in views:
+                self.con.unregister(name)
+        return added
