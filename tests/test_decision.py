@@ -300,6 +300,6 @@ def test_a_verdict_relation_without_exactly_one_verdict_is_an_error_not_ready(tm
     from cpq.engine import DatalogError
 
     (tmp_path / "mod.py").write_text(textwrap.dedent(VECTORIZED))
-    rules = _rules_with(tmp_path, "verdict(V, R) :- base_verdict(V, R), !demotion(1).", "")
+    rules = _rules_with(tmp_path, "verdict(V, R) :- base_verdict(V, R), !demotion().", "")
     with pytest.raises(DatalogError, match="must derive exactly one verdict, they derived none"):
         assess(tmp_path / "mod.py", Context.from_options(elements="50M"), rules_path=rules)

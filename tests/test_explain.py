@@ -176,7 +176,7 @@ def test_verdict_proof_counts_the_blocks_sites_down_to_their_lines(sync: Assessm
     root = prove(sync, "verdict", verdict)
     assert_well_formed(root)
     text = render_text(root)
-    assert "absent: demotion(1)" in text
+    assert "absent: demotion()" in text
     assert 'N = count : { counted(_, _, _, "BLOCKS") } = 2' in text
     assert "R = min X : { verdict_rule(X, _) } = 6" in text
     counted = [n for n in root.walk() if n.relation == "counted" and n.kind == "derived"]
