@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -310,6 +311,7 @@ def rules(
         _export_rules(export)
         return
     from ..catalogue import catalogue_rows, rule_texts
+    from ..rules.registry import recipe_text, registry
 
     rows = catalogue_rows()
     if code is None:
@@ -323,6 +325,15 @@ def rules(
         raise fail(f"unknown code {code!r}; known codes: {', '.join(r[0] for r in rows)}")
     c, kind, title, recipe = match[0]
     typer.echo(f"{c} [{kind}] {title}" + (f" — recipe {recipe}" if recipe else ""))
+    entry = registry().get(c)
+    if entry is not None:
+        typer.echo("")
+        typer.echo(textwrap.fill(entry.doc or title, 100))
+        if recipe:
+            typer.echo("")
+            typer.echo(textwrap.fill(f"Recipe {recipe}: {recipe_text(c, recipe)}.", 100))
+        typer.echo("")
+        typer.echo(f"Its folder: rules/codes/{c}/ (rules.dl, code.toml, doc.md, fixture.py)")
     typer.echo("")
     for where, text in rule_texts(c):
         typer.echo(f"{where}:")

@@ -109,6 +109,9 @@ def test_rules_lists_every_code_and_shows_rule_text() -> None:
         assert code in out.output
     one = runner.invoke(app, ["rules", "R104"])
     assert 'site("R104"' in one.output and "rules/codes/R104/rules.dl:" in one.output
+    # what the code's folder says besides its rules: the documentation and the recipe's text
+    assert "Host materialization inside a hot loop" in one.output
+    assert "Recipe RR-sync: keep the value on the device" in one.output
     assert runner.invoke(app, ["rules", "R999"]).exit_code == 2
 
 
