@@ -181,9 +181,9 @@ def template_times(scratch: Path, env: dict[str, str]) -> tuple[float, float]:
     script = f"""
 import os, statistics, time
 from pathlib import Path
-from cpq.cache import keys, user_cache
-from cpq.cache.facade import SMALL_BLOCK_SIZE, _make_template
-from cpq.program import load_program
+from cpq.pipeline.cache import keys, user_cache
+from cpq.pipeline.cache.facade import SMALL_BLOCK_SIZE, _make_template
+from cpq.rules.program import load_program
 from cpq.engine import Database
 import duckdb
 program = load_program()

@@ -25,10 +25,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cpq.assessment import assess_cached
-from cpq.context import Context
+from cpq.config.context import Context
 from cpq.explain import Prover, render_text
 from cpq.explain.whynot import WhyNotAnalyzer
+from cpq.pipeline.assessment import assess_cached
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "examples"
 

@@ -172,8 +172,8 @@ def assess(
     ] = None,
 ) -> None:
     """The full readiness report for a file or a directory tree."""
-    from ..assessment import assess as run_assessment
     from ..engine import DatalogError
+    from ..pipeline.assessment import assess as run_assessment
 
     _existing_path(path)
     if rules is not None and not rules.is_file():
@@ -203,7 +203,7 @@ def assess(
     else:
         sys.stdout.write(text)
     if write_baseline is not None:
-        from ..baseline import write_baseline as save_baseline
+        from ..report.baseline import write_baseline as save_baseline
 
         count = save_baseline(write_baseline, [f for f in result.findings if not f.suppressed])
         if not state.quiet:
@@ -227,7 +227,7 @@ def assess(
 
 
 def _size(text: str) -> int:
-    from ..context import ContextError, parse_elements
+    from ..config.context import ContextError, parse_elements
 
     try:
         return parse_elements(text.upper().removesuffix("B") if text.upper().endswith("MB") else text)
@@ -236,7 +236,7 @@ def _size(text: str) -> int:
 
 
 def _load_baseline(path: Path):  # type: ignore[no-untyped-def]
-    from ..baseline import BaselineError, load_baseline
+    from ..report.baseline import BaselineError, load_baseline
 
     try:
         return load_baseline(path)
@@ -255,12 +255,12 @@ def _mark_baseline(result, known) -> set[tuple[str, str, int]] | None:  # type: 
 def _render(result, format, show_suppressed, known, new_keys) -> str:  # type: ignore[no-untyped-def]
 
     if format is OutputFormat.json:
-        from .json_report import dump_json, report_dict
+        from ..report.json_report import dump_json, report_dict
 
         return dump_json(report_dict(result, new_keys))
     if format is OutputFormat.sarif:
-        from ..suppress import find_suppression
-        from .sarif import sarif_report
+        from ..config.suppress import find_suppression
+        from ..report.sarif import sarif_report
 
         reasons = {}
         for f in result.findings:
@@ -269,10 +269,10 @@ def _render(result, format, show_suppressed, known, new_keys) -> str:  # type: i
                 if found is not None:
                     reasons[(f.code, f.file, f.line)] = found.reason
         log = sarif_report(result, justifications=reasons, baseline=known, notebooks=result.notebooks)
-        from .json_report import dump_json
+        from ..report.json_report import dump_json
 
         return dump_json(log, depth=4)
-    from .markdown import render
+    from ..report.markdown import render
 
     return render(result, show_suppressed=show_suppressed, new_keys=new_keys)
 
@@ -310,7 +310,7 @@ def rules(
             raise fail("--export writes every rule: give no CODE with it")
         _export_rules(export)
         return
-    from ..catalogue import catalogue_rows, rule_texts
+    from ..rules.catalogue import catalogue_rows, rule_texts
     from ..rules.registry import recipe_text, registry
 
     rows = catalogue_rows()
@@ -342,7 +342,7 @@ def rules(
 
 
 def _export_rules(target: str) -> None:
-    from ..program import rules_text
+    from ..rules.program import rules_text
 
     text = rules_text()
     if target == "-":
@@ -369,15 +369,15 @@ def facts(
 ) -> None:
     """The extracted facts: a table, or Soufflé's TSV input files in a folder."""
     from ..facts.schema import INPUT_RELATIONS
-    from ..pipeline import collect_facts
+    from ..pipeline.run import collect_facts
 
     _existing_path(path)
     fact_set = collect_facts(path)
     if relation is not None and relation not in INPUT_RELATIONS:
         raise fail(f"unknown relation {relation!r}; known: {', '.join(sorted(INPUT_RELATIONS))}")
     if out is not None:
-        from ..context import Context
-        from ..pipeline import manifest_facts
+        from ..config.context import Context
+        from ..pipeline.run import manifest_facts
         from .fact_export import write_souffle_facts
 
         extra = {

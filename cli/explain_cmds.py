@@ -34,9 +34,9 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..assessment import Assessment
-    from ..context import Context
+    from ..config.context import Context
     from ..engine import DatalogError, Program
+    from ..pipeline.assessment import Assessment
 
 
 class WhyFormat(StrEnum):
@@ -72,8 +72,8 @@ QUERY_HELP = (
 
 
 def _assessment(path: Path, context: Context, rules: Path | None) -> Assessment:
-    from ..assessment import assess_cached
     from ..engine import DatalogError
+    from ..pipeline.assessment import assess_cached
 
     if not path.exists():
         usage_error(f"{path}: no such file or directory")
@@ -151,7 +151,7 @@ def why(
             usage_error(str(exc))
     context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
     result = _assessment(path, context, rules)
-    from ..program import load_program
+    from ..rules.program import load_program
 
     program = load_program(rules)  # the one evaluated: `_rule` indices refer to its rules
     started = time.perf_counter()
@@ -260,7 +260,7 @@ def query(
 ) -> None:
     """See QUERY_HELP."""
     from ..engine import DatalogError, compile_query
-    from ..program import load_program
+    from ..rules.program import load_program
 
     try:
         program = load_program(rules)

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from ..context import Context
+    from ..config.context import Context
+    from ..config.project import Config
 
 ElementsOpt = Annotated[
     str | None,
@@ -56,7 +56,7 @@ def usage_error(message: str) -> NoReturn:
 
 def load_config(path: Path) -> Config:
     """`[tool.cpq]` of the nearest pyproject.toml (defaults when there is none)."""
-    from ..config import ConfigError, config_for
+    from ..config.project import ConfigError, config_for
 
     try:
         return config_for(path)
@@ -74,7 +74,7 @@ def build_context(
     pattern: str | None,
 ) -> Context:
     """The context: command-line values win over the configuration's."""
-    from ..context import Context, ContextError
+    from ..config.context import Context, ContextError
 
     options = config.context_options(
         elements=elements, gpus=gpus, nodes=nodes, gpu=gpu, cpu_only=cpu_only, pattern=pattern

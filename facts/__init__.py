@@ -1,4 +1,6 @@
-"""Extract relational facts from Python source (see `facts.schema` for the relations)."""
+"""Source → facts, with no judgement: the files found (discover.py), a notebook turned into one
+module (notebook.py), the relational facts of each file (extract.py; `facts.schema` lists the
+relations), extracted in worker processes (parallel.py) and packed for the store (store.py)."""
 
 from __future__ import annotations
 

@@ -183,7 +183,7 @@ def read_source(path: Path, relpath: str, max_file_size: int = DEFAULT_MAX_FILE_
 
 
 def _read_notebook(data: bytes, relpath: str, sha: str) -> SourceText | Skipped:
-    from ..notebook import NotebookError, notebook_to_source
+    from .notebook import NotebookError, notebook_to_source
 
     try:
         notebook = notebook_to_source(data)

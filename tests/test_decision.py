@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cpq.assessment import assess
-from cpq.context import Context, ContextError, parse_elements, parse_gpu
+from cpq.config.context import Context, ContextError, parse_elements, parse_gpu
+from cpq.pipeline.assessment import assess
 
 VECTORIZED = """
     import numpy as np
@@ -266,7 +266,7 @@ def test_cpu_only_run(tmp_path) -> None:
 
 
 def _rules_with(tmp_path: Path, old: str, new: str) -> Path:
-    from cpq.program import rules_text
+    from cpq.rules.program import rules_text
 
     text = rules_text()
     assert text.count(old) == 1, old
@@ -276,7 +276,7 @@ def _rules_with(tmp_path: Path, old: str, new: str) -> Path:
 
 
 def test_the_wording_takes_its_numbers_from_the_threshold_relation(tmp_path) -> None:
-    from cpq.cli.wording import gate_reason, verdict_reason
+    from cpq.report.wording import gate_reason, verdict_reason
 
     default = _assess(tmp_path, BLOCKS_TEMPLATE, elements="50M", gpu="V100")
     assert verdict_reason(default) == "Rule 5: 3 BLOCKS sites on hot paths (three or more)."

@@ -18,11 +18,16 @@ from conftest import EXAMPLES, TESTS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpq.assessment import Assessment, assess
-from cpq.baseline import (
+from cpq.config.context import Context
+from cpq.config.project import Config, ConfigError, config_for, find_pyproject, load_config
+from cpq.config.suppress import Suppression, find_suppression, match_suppressions, parse_suppressions
+from cpq.facts.notebook import NotebookError, notebook_to_source
+from cpq.pipeline.assessment import Assessment, assess
+from cpq.pipeline.progress import Progress
+from cpq.report.baseline import (
     SCHEMA as BASELINE_SCHEMA,
 )
-from cpq.baseline import (
+from cpq.report.baseline import (
     Baseline,
     BaselineError,
     fingerprint,
@@ -30,14 +35,9 @@ from cpq.baseline import (
     normalise_line,
     write_baseline,
 )
-from cpq.catalogue import catalogue_rows
-from cpq.cli.sarif import LEVELS, rule_name, sarif_report
-from cpq.config import Config, ConfigError, config_for, find_pyproject, load_config
-from cpq.context import Context
-from cpq.notebook import NotebookError, notebook_to_source
-from cpq.progress import Progress
+from cpq.report.sarif import LEVELS, rule_name, sarif_report
+from cpq.rules.catalogue import catalogue_rows
 from cpq.rules.registry import code_doc, registry
-from cpq.suppress import Suppression, find_suppression, match_suppressions, parse_suppressions
 
 SARIF_SCHEMA = TESTS / "data" / "sarif-schema-2.1.0.json"
 REPO = TESTS.parent
@@ -460,7 +460,7 @@ def test_baseline_round_trip_survives_unrelated_edits(tmp_path: Path) -> None:
 
 
 def test_baseline_is_a_multiset() -> None:
-    from cpq.assessment import Finding
+    from cpq.pipeline.assessment import Finding
 
     def finding(line: int) -> Finding:
         return Finding("R104", "BLOCKS", "t", "RR-sync", "a.py", line, "f", True, True, "s = x.item()")

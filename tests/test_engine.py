@@ -829,7 +829,7 @@ def test_a_pickled_program_loads_back_equal() -> None:
     """The program cache pickles syntax nodes as constructor calls (see PickledByFields)."""
     import pickle
 
-    from cpq.program import rules_text
+    from cpq.rules.program import rules_text
 
     program = parse_program(rules_text(), source="rules.dl")
     again = pickle.loads(pickle.dumps(program))

@@ -11,8 +11,8 @@ import sys
 import pytest
 from conftest import EXAMPLES, SHARED, context_options
 
-from cpq.assessment import assess
-from cpq.context import Context
+from cpq.config.context import Context
+from cpq.pipeline.assessment import assess
 
 CASES = json.loads((EXAMPLES / "expected.json").read_text())["cases"]
 

@@ -11,13 +11,13 @@ import pytest
 from conftest import EXAMPLES
 from typer.testing import CliRunner
 
-from cpq.assessment import Assessment, assess
 from cpq.cli.app import app
-from cpq.context import Context
+from cpq.config.context import Context
 from cpq.explain import ProofNode, Prover, proof_to_json, render_dot, render_text
 from cpq.explain.locations import node_columns
 from cpq.explain.whynot import WhyNotAnalyzer
-from cpq.program import load_program
+from cpq.pipeline.assessment import Assessment, assess
+from cpq.rules.program import load_program
 
 runner = CliRunner()
 PACKAGE = Path(__file__).resolve().parent.parent

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpq.assessment import assess
 from cpq.facts import INPUT_RELATIONS, NO_NODE, FileFacts, Skipped, SourceText, extract_source, read_source
 from cpq.facts.parallel import _extract_packed
 from cpq.facts.store import unpack_facts
+from cpq.pipeline.assessment import assess
 
 FUZZ = settings(
     deadline=None,

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from cpq.assessment import assess
-from cpq.config import Config
-from cpq.notebook import notebook_to_source
+from cpq.config.project import Config
+from cpq.facts.notebook import notebook_to_source
+from cpq.pipeline.assessment import assess
 
 GOOD = "import numpy as np\nx = np.ones(3)\n"
 LONG_SUM = "import numpy as np\nx = (np.sum(1)\n" + "+ 1\n" * 100_000 + ")\n"  # a left-deep tree

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpq.assessment import assess
-from cpq.context import Context
+from cpq.config.context import Context
 from cpq.engine import DatalogError, parse_program
 from cpq.engine.connect import Limits
 from cpq.engine.database import Database
 from cpq.explain.proof import Prover
+from cpq.pipeline.assessment import assess
 
 # Recursion, negation (one with a wildcard), aggregates whose groups can be narrowed and one
 # that cannot, a computed head, a program fact in a derived relation, a 0-ary relation.
@@ -268,7 +268,7 @@ def test_a_damaged_previous_result_is_evaluated_from_scratch(tree: Path) -> None
 
 
 def test_many_changed_files_are_evaluated_from_scratch(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import cpq.cache.update as update
+    import cpq.pipeline.cache.update as update
 
     monkeypatch.setattr(update, "UPDATE_MAX_FILES", 1)
     monkeypatch.setattr(update, "UPDATE_MAX_SHARE", 0.0)
@@ -287,7 +287,7 @@ def test_an_edit_that_changes_too_many_facts_is_evaluated_from_scratch(
     """An edit at the top of a file moves every id and line after it: beyond the update's
     limit on changed facts, the run evaluates afresh (the edited file's facts, extracted for
     the update, come from the fact store)."""
-    import cpq.cache.update as update
+    import cpq.pipeline.cache.update as update
 
     ctx = Context.from_options(elements="20M")
     assess(tree, ctx, use_cache=True, keep_database=False)

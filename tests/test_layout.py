@@ -1,5 +1,6 @@
-"""The package's layout: its modules import one another without cycles, and no import of a cpq
-module is wrapped in a handler that would hide its failure.
+"""The package's layout: every module sits in the folder of its pipeline stage (the root holds
+only `__init__.py` and `__main__.py`), the modules import one another without cycles, and no
+import of a cpq module is wrapped in a handler that would hide its failure.
 
 The import graph is read from the source with `ast`: every `import` and `from ... import` of a
 cpq module anywhere in a module (at module level and inside functions, since a function-level
@@ -221,6 +222,16 @@ def graph() -> Graph:
 def test_no_import_cycles(graph: Graph) -> None:
     _, edges, components = graph
     assert not components, "import cycles:\n" + "\n".join(describe(c, edges, ROOT) for c in components)
+
+
+# The only modules at the package root: every other one sits in the folder of its stage
+# (facts/, engine/, rules/, pipeline/, report/, config/, explain/, manifest/, cli/).
+ROOT_MODULES = {"__init__.py", "__main__.py"}
+
+
+def test_the_package_root_holds_no_loose_module() -> None:
+    loose = sorted(p.name for p in ROOT.glob("*.py") if p.name not in ROOT_MODULES)
+    assert not loose, f"modules at the package root, to move into a stage's folder: {loose}"
 
 
 def test_no_import_of_a_cpq_module_is_swallowed() -> None:

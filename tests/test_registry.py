@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cpq.engine.syntax import Const
-from cpq.program import load_program
+from cpq.rules.program import load_program
 from cpq.rules.registry import registry
 
 

@@ -42,15 +42,15 @@ from conftest import EXAMPLES
 from typer.testing import CliRunner, Result
 
 import cpq
-import cpq.cache.keys as cache_keys
-from cpq.assessment import assess
-from cpq.cache.facade import CACHE_DIRNAME
-from cpq.cache.facts_store import FACTS_FILE
-from cpq.cache.results import PREFIX as RESULTS_PREFIX
+import cpq.pipeline.cache.keys as cache_keys
 from cpq.cli.app import app
-from cpq.context import Context
+from cpq.config.context import Context
 from cpq.facts import FileFacts, SourceText, extract_source
 from cpq.facts.discover import SKIP_DIRS, SOURCE_SUFFIXES
+from cpq.pipeline.assessment import assess
+from cpq.pipeline.cache.facade import CACHE_DIRNAME
+from cpq.pipeline.cache.facts_store import FACTS_FILE
+from cpq.pipeline.cache.results import PREFIX as RESULTS_PREFIX
 
 PACKAGE = Path(cpq.__file__).resolve().parent
 
@@ -963,8 +963,8 @@ ALLOWED = {
         "manifest/introspect.py",  # cupynumeric / numpy, when the manifest is rebuilt
         "manifest/numpy_side.py",
     },
-    # Parsed rules.dl cached in ~/.cache/cpq, unpickled only behind a MAC (cache/trust.py).
-    "pickle": {"cache/user_cache.py"},
+    # Parsed rules.dl cached in ~/.cache/cpq, unpickled only behind a MAC (pipeline/cache/trust.py).
+    "pickle": {"pipeline/cache/user_cache.py"},
     "marshal": {"facts/store.py"},  # per-file facts (packed by the workers, kept in .cpq/)
     "multiprocessing": {"facts/parallel.py"},  # fork workers for extraction
 }
@@ -1053,7 +1053,7 @@ def _in_import(tokens: list, i: int) -> bool:
 
 def test_cpq_sources_call_no_eval_exec_and_spawn_only_where_allowed() -> None:
     sources = _package_sources()
-    assert "assessment.py" in sources and "facts/discover.py" in sources
+    assert "pipeline/assessment.py" in sources and "facts/discover.py" in sources
     violations = []
     seen: dict[str, set[str]] = collections.defaultdict(set)
     for rel, text in sources.items():
@@ -1073,7 +1073,7 @@ def test_cpq_sources_call_no_eval_exec_and_spawn_only_where_allowed() -> None:
 def test_assess_imports_none_of_the_manifest_builders() -> None:
     """The modules allowed to import by name or spawn processes are not even loaded by assess."""
     probe = (
-        "import sys\nfrom pathlib import Path\nfrom cpq.assessment import assess\n"
+        "import sys\nfrom pathlib import Path\nfrom cpq.pipeline.assessment import assess\n"
         f"assess(Path({str(EXAMPLES / 'particle_loop.py')!r}))\n"
         "print(' '.join(sorted(m for m in sys.modules if m.startswith(('cpq.', 'subprocess', 'runpy')))))\n"
     )
@@ -1107,7 +1107,7 @@ def test_rules_with_a_syntax_error(small_tree: Path, tmp_path: Path) -> None:
 
 
 def test_rules_with_an_error_in_the_middle_of_the_shipped_rules(small_tree: Path, tmp_path: Path) -> None:
-    from cpq.program import rules_text
+    from cpq.rules.program import rules_text
 
     text = rules_text().split("\n")  # the shipped rules as one file
     at = len(text) // 2

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from markers import Mark, read_marks
 
-from cpq.assessment import Assessment, assess
-from cpq.context import Context
+from cpq.config.context import Context
+from cpq.pipeline.assessment import Assessment, assess
 from cpq.rules.registry import registry
 
 # -- the project --------------------------------------------------------------------------

@@ -13,11 +13,11 @@ import pytest
 from conftest import EXAMPLES
 from typer.testing import CliRunner
 
-from cpq.assessment import assess
 from cpq.cli.app import app
 from cpq.engine import Program, parse_program
 from cpq.facts.schema import ALL_INPUTS, SCHEMA_DL, schema_dl
-from cpq.program import load_program, rules_text
+from cpq.pipeline.assessment import assess
+from cpq.rules.program import load_program, rules_text
 from cpq.rules.registry import registry
 
 PACKAGE = Path(__file__).resolve().parent.parent

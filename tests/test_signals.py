@@ -55,7 +55,7 @@ def big_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def slow_rules(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("rules") / "slow.dl"
-    from cpq.program import rules_text
+    from cpq.rules.program import rules_text
 
     path.write_text(rules_text() + SLOW_RULE)  # the shipped rules as one file
     return path

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cpq.assessment import assess
-from cpq.cache.facts_store import FACTS_FILE, open_store
-from cpq.cache.keys import extractor_stamp
-from cpq.context import Context
+from cpq.config.context import Context
+from cpq.pipeline.assessment import assess
+from cpq.pipeline.cache.facts_store import FACTS_FILE, open_store
+from cpq.pipeline.cache.keys import extractor_stamp
 
 REUSED = "saved results reused"
 UPDATED = "saved results updated"
@@ -89,7 +89,7 @@ def test_an_edit_that_moves_lines_or_adds_a_suppression_is_evaluated_again(tree:
 
 def test_rules_that_read_line_counts_see_them_after_an_update(tree: Path, tmp_path: Path) -> None:
     rules = tmp_path / "rules.dl"
-    from cpq.program import rules_text
+    from cpq.rules.program import rules_text
 
     rules.write_text(
         rules_text() + "\n.decl long_file(f: symbol)\n.output long_file\n"
@@ -208,7 +208,7 @@ def test_a_store_of_an_older_layout_is_replaced(tree: Path) -> None:
 def test_memory_limit_comes_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, value: str, expected: str
 ) -> None:
-    from cpq.pipeline import memory_limit
+    from cpq.pipeline.run import memory_limit
 
     monkeypatch.setenv("CPQ_MEMORY_LIMIT", value)
     assert memory_limit() == expected
@@ -292,7 +292,7 @@ def test_a_small_run_imports_neither_numpy_nor_pyarrow(tree: Path) -> None:
     import sys
 
     script = (
-        "import sys; from pathlib import Path; from cpq.assessment import assess; "
+        "import sys; from pathlib import Path; from cpq.pipeline.assessment import assess; "
         f"r = assess(Path({str(tree)!r}), use_cache=True); "
         "print(r.how.split()[-1], 'pyarrow' in sys.modules, 'numpy' in sys.modules)"
     )
@@ -380,7 +380,7 @@ def test_a_small_trees_results_file_starts_as_a_copy_of_the_tables_template(
 def test_the_user_cache_keeps_the_most_recently_used_entries(tmp_path: Path, monkeypatch) -> None:
     import os
 
-    from cpq.cache import user_cache
+    from cpq.pipeline.cache import user_cache
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     folder = tmp_path / "cpq"
@@ -398,8 +398,8 @@ def test_the_user_cache_keeps_the_most_recently_used_entries(tmp_path: Path, mon
 
 
 def test_a_program_parsed_by_other_engine_code_is_parsed_again(tmp_path: Path, monkeypatch) -> None:
-    from cpq import program
-    from cpq.cache import keys
+    from cpq.pipeline.cache import keys
+    from cpq.rules import program
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     for stamp in ("engine-a", "engine-b", "engine-a"):
@@ -430,7 +430,7 @@ def test_a_small_write_ahead_log_is_left_for_the_next_run_to_replay(tree: Path, 
     """Checkpointing the store rewrites every file's entry; an edit adds one. Below
     WAL_KEPT_BYTES the log stays (sealed with the store), and the next run reads its entries
     like any other."""
-    from cpq.cache import facts_store
+    from cpq.pipeline.cache import facts_store
 
     wal = tree / ".cpq" / (FACTS_FILE + ".wal")
     assess(tree, use_cache=True, keep_database=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
-from ..assessment import Assessment
-from ..context import ContextValue
+from ..config.context import ContextValue
+from ..pipeline.assessment import Assessment
 from .wording import fill_gate_reasons, verdict_reason
 
 SCHEMA = "cpq.report/1"

@@ -2,8 +2,10 @@
 includes), or a user's --rules file checked for the relations cpq loads and reads, parsed once
 and kept in the user cache.
 
-It sits below everything that needs the program or its catalogue (config.py, pipeline.py,
-assessment.py, cli/), so none of them has to reach up into another for it.
+It sits below everything that needs the program or its catalogue (config/project.py,
+pipeline/, cli/), so none of them has to reach up into another for it.  Of the caches it uses
+the keys and the user cache only (pipeline/cache/keys.py, user_cache.py), which import nothing
+of the run they sit in.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from .cache import keys, user_cache
-from .engine import (
+from ..engine import (
     DatalogError,
     JoinedText,
     Program,
@@ -22,6 +23,7 @@ from .engine import (
     join_includes,
     parse_joined,
 )
+from ..pipeline.cache import keys, user_cache
 
 RULES_ENTRY = "rules.dl"  # the shipped program's entry file; it includes rules/*.dl
 
@@ -92,7 +94,7 @@ def load_program(rules_path: Path | None = None) -> Program:
     program = _program_from_joined(read_rules(rules_path))
     # Here, not at the top: importing facts/ loads the extractor (ast-grep and the tree
     # walkers), which `cpq rules` and the check of a configuration's codes never use.
-    from .facts.schema import INPUT_RELATIONS
+    from ..facts.schema import INPUT_RELATIONS
 
     missing = [r for r in (*INPUT_RELATIONS, *REQUIRED_RELATIONS) if r not in program.relations]
     if missing:

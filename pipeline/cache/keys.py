@@ -13,12 +13,12 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from .. import __version__
+from ... import __version__
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from ..context import Context
-    from ..facts import Skipped, SourceText
+    from ...config.context import Context
+    from ...config.project import Config
+    from ...facts import Skipped, SourceText
 
 PACKED_FACTS_FORMAT = 5  # change with facts.store's packed layout
 
@@ -75,7 +75,7 @@ def template_key(program_text: str, duckdb_version: str, block_size: int) -> str
 def evaluation_parts(context: Context, program_text: str, config: Config | None) -> list[str]:
     """What evaluated results depend on besides the files: cpq and its engine, the extractor,
     the program, the context, the manifest and the configuration."""
-    from ..manifest import load
+    from ...manifest import load
 
     return [
         __version__,
@@ -92,7 +92,7 @@ def evaluation_parts(context: Context, program_text: str, config: Config | None)
 def results_key(found: list[SourceText | Skipped], evaluation: list[str]) -> str:
     """Evaluated results: the evaluation's parts and every file found, by content (what the
     suppressions, the skips and the configuration's per-file choices depend on too)."""
-    from ..facts import SourceText
+    from ...facts import SourceText
 
     files = sorted(
         f"{item.relpath}:{item.sha}" if isinstance(item, SourceText) else f"skip:{item.relpath}:{item.reason}"

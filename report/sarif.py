@@ -23,10 +23,10 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from .. import __version__
-from ..assessment import Assessment, Finding
-from ..baseline import Baseline, fingerprint
-from ..catalogue import catalogue_rows
+from ..pipeline.assessment import Assessment, Finding
+from ..rules.catalogue import catalogue_rows
 from ..rules.registry import code_doc, recipe_text
+from .baseline import Baseline, fingerprint
 from .wording import fill_gate_reasons, verdict_reason
 
 SARIF_VERSION = "2.1.0"
@@ -41,7 +41,7 @@ FindingKey = tuple[str, str, int]
 
 
 class CellLocator(Protocol):
-    """What SARIF needs of a notebook (`cpq.notebook.NotebookSource` has it)."""
+    """What SARIF needs of a notebook (`cpq.facts.notebook.NotebookSource` has it)."""
 
     def location(self, line: int) -> tuple[int, int]: ...
 

@@ -20,22 +20,22 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .catalogue import catalogue_rows
-from .engine import Database
-from .engine.connect import Limits
-from .engine.evaluation import EVALUATION_THREADS
-from .facts import Skipped, SourceText, iter_sources, line_count
-from .facts.discover import DEFAULT_MAX_FILE_SIZE
-from .facts.node_ids import MAX_NODES, file_bases
-from .facts.schema import INPUT_RELATIONS
-from .facts.store import FactSet, max_unpacked, unpack_facts
+from ..engine import Database
+from ..engine.connect import Limits
+from ..engine.evaluation import EVALUATION_THREADS
+from ..facts import Skipped, SourceText, iter_sources, line_count
+from ..facts.discover import DEFAULT_MAX_FILE_SIZE
+from ..facts.node_ids import MAX_NODES, file_bases
+from ..facts.schema import INPUT_RELATIONS
+from ..facts.store import FactSet, max_unpacked, unpack_facts
+from ..rules.catalogue import catalogue_rows
 
 if TYPE_CHECKING:
-    from .config import Config
-    from .context import Context
-    from .engine import Program
-    from .facts.parallel import Extraction, FactSource
-    from .suppress import Suppression
+    from ..config.context import Context
+    from ..config.project import Config
+    from ..config.suppress import Suppression
+    from ..engine import Program
+    from ..facts.parallel import Extraction, FactSource
 
 CONTEXT_RELATION = "context_number"
 DEFAULT_MEMORY_LIMIT = "1GB"
@@ -80,7 +80,7 @@ class Inputs:
 
 
 def discover(root: Path, config: Config | None = None, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Inputs:
-    from .suppress import suppressions_by_file
+    from ..config.suppress import suppressions_by_file
 
     excluded = _excluder(root, config) if config is not None else None
     inputs = Inputs(root, list(iter_sources(root, max_file_size, excluded)))
@@ -187,7 +187,7 @@ def load_program_facts(db: Database, context: Context) -> None:
 
 
 def manifest_facts() -> dict[str, list[tuple]]:
-    from .manifest import load
+    from ..manifest import load
 
     return load().datalog_facts()
 
@@ -221,7 +221,7 @@ def start_extraction(
     inputs: Inputs, files: list[SourceText], source: FactSource | None = None, jobs: int | None = None
 ) -> Extraction:
     """Set the workers going on `files` (those `source` has not kept)."""
-    from .facts.parallel import Extraction
+    from ..facts.parallel import Extraction
 
     return Extraction(files, inputs.deep, source, jobs)
 
@@ -237,7 +237,7 @@ def load_facts(
     """Load each file's facts, at its base (facts.node_ids), as the workers hand them over
     (`staged`: into the staging tables of an update); the files that could not be extracted
     are returned with their reason, not loaded."""
-    from .facts.parallel import extract_all
+    from ..facts.parallel import extract_all
 
     sink = db.load_disjoint
     facts = FactSet(sink=(lambda tables: sink(tables, staged=True)) if staged else sink)
@@ -281,7 +281,7 @@ def skipped_rows(inputs: Inputs, layout: dict[str, FileLayout]) -> list[tuple[st
 
 def collect_facts(root: Path) -> FactSet:
     """The facts of a tree without a database (for `cpq facts`), numbered densely."""
-    from .facts.parallel import extract_all
+    from ..facts.parallel import extract_all
 
     inputs = discover(root)
     facts = FactSet()

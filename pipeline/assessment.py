@@ -1,4 +1,4 @@
-"""An assessment: the plain path of pipeline.py, through the caches (cache/) unless told not
+"""An assessment: the plain path of run.py, through the caches (cache/) unless told not
 to, and the findings, gates and verdict that rules.dl derived, read back for the reports.
 
 Nothing here judges code: findings, hot paths, gates and verdict come out of `rules.dl`.
@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.context import Context
+from ..config.project import Config
+from ..engine import Database, DatalogError
+from ..facts import Skipped
+from ..facts.discover import DEFAULT_MAX_FILE_SIZE
+from ..rules.program import load_program
 from .cache.facade import Cache
-from .config import Config
-from .context import Context
-from .engine import Database, DatalogError
-from .facts import Skipped
-from .facts.discover import DEFAULT_MAX_FILE_SIZE
-from .pipeline import Evaluation, Inputs, discover, evaluate, fact_count, new_database
-from .program import load_program
+from .run import Evaluation, Inputs, discover, evaluate, fact_count, new_database
 
 
 @dataclass
@@ -204,7 +204,7 @@ def _warn(line: str) -> None:
 
 def read_back(result: Assessment, found: Evaluation, inputs: Inputs) -> None:
     """Fill `result` from the evaluated database (the same whichever way it came)."""
-    from .suppress import match_suppressions
+    from ..config.suppress import match_suppressions
 
     db = found.db
     source_files = sorted(db.rows("source_file"))
@@ -264,7 +264,7 @@ def _one(rows: list[tuple], default: tuple) -> tuple:
 
 
 def read_decision(db: Database) -> Decision:
-    from .manifest import load
+    from ..manifest import load
 
     d = Decision()
     verdicts = db.rows("verdict")

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from ..engine.connect import Limits, connect, foreign_objects
-from ..engine.list_params import unnest_select
+from ...engine.connect import Limits, connect, foreign_objects
+from ...engine.list_params import unnest_select
 from . import trust
 from .keys import entry_key
 
 if TYPE_CHECKING:
-    from ..facts import SourceText
+    from ...facts import SourceText
 
 FACTS_FILE = "facts.duckdb"
 LOCK_FILE = "lock"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .. import __version__
-from ..assessment import Assessment, Finding
+from ..pipeline.assessment import Assessment, Finding
 from ..rules.registry import recipe_text, step_order
-from .recipes import sketch
+from .sketches import sketch
 from .wording import BETTER_TOOLS, fill_gate_reasons, thresholds, verdict_reason
 
 NONE = "None for this code."

@@ -1,5 +1,5 @@
 """The caches of an assessment, behind one interface: `Cache.evaluate` gives the evaluated
-database the plain path (pipeline.py) would give, by the cheapest way it can prove right.
+database the plain path (run.py) would give, by the cheapest way it can prove right.
 
 1. Saved results (results.py) of exactly this run's inputs: opened as they are.
 2. Saved results of the same program, context and configuration, when few files changed:
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from ..engine import Database, DatalogError
-from ..engine.update import UpdateTooLarge
-from ..pipeline import (
+from ...engine import Database, DatalogError
+from ...engine.update import UpdateTooLarge
+from ..run import (
     Evaluation,
     Inputs,
     evaluate,
@@ -41,9 +41,9 @@ from . import keys, results, trust, update, user_cache
 from .facts_store import FactStore, open_store
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from ..context import Context
-    from ..engine import Program
+    from ...config.context import Context
+    from ...config.project import Config
+    from ...engine import Program
 
 CACHE_DIRNAME = ".cpq"
 # Below this much source (about 25,000 lines), results files use SMALL_BLOCK_SIZE blocks and

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from . import trust
 
 if TYPE_CHECKING:
-    from ..engine import Program
+    from ...engine import Program
 
 KEEP = 8
 PROGRAM_KIND = "parsed program"
@@ -47,7 +47,7 @@ def folder() -> Path | None:
 
 def load_program(key: str) -> Program | None:
     """The program parsed under `key` by an earlier run, if its MAC proves cpq wrote it."""
-    from ..engine import Program
+    from ...engine import Program
 
     where = folder()
     if where is None:

@@ -23,15 +23,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..engine import Database
-from ..engine.change_tables import GENERATION_TABLE
-from ..engine.connect import foreign_objects
-from ..engine.list_params import unnest_select
-from ..pipeline import FileLayout
+from ...engine import Database
+from ...engine.change_tables import GENERATION_TABLE
+from ...engine.connect import foreign_objects
+from ...engine.list_params import unnest_select
+from ..run import FileLayout
 from . import trust
 
 if TYPE_CHECKING:
-    from ..engine import Program
+    from ...engine import Program
 
 PREFIX = "results-"
 SUFFIX = ".duckdb"

@@ -6,7 +6,7 @@ the numbers the rules derived.
 
 from __future__ import annotations
 
-from ..assessment import Assessment, Gate
+from ..pipeline.assessment import Assessment, Gate
 
 # What each verdict rule says, by the reason rules.dl gives it (verdict_reason); the numbers
 # come from its threshold relation.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .engine import Const
+from ..engine import Const
 from .program import load_program
 
 

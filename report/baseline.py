@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from . import __version__
-from .suppress import comment_start
+from .. import __version__
+from ..config.suppress import comment_start
 
 SCHEMA = "cpq.baseline/1"
 
@@ -37,7 +37,7 @@ class BaselineError(ValueError):
 
 
 class FindingLike(Protocol):
-    """What a baseline needs of a finding (`cpq.assessment.Finding` has it)."""
+    """What a baseline needs of a finding (`cpq.pipeline.assessment.Finding` has it)."""
 
     code: str
     file: str

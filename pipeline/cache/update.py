@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.compile_sql import quote
-from ..facts.schema import INPUT_RELATIONS
+from ...engine.compile_sql import quote
+from ...facts.schema import INPUT_RELATIONS
 
 if TYPE_CHECKING:
-    from ..engine import Database
-    from ..facts import SourceText
-    from ..pipeline import FileLayout, Inputs
+    from ...engine import Database
+    from ...facts import SourceText
+    from ..run import FileLayout, Inputs
 
 # An update is tried when at most this many files (or this share of them) changed; beyond,
 # evaluating from scratch is about as fast.
@@ -66,7 +66,7 @@ def max_changed(facts: int) -> int:
 def input_changes(db: Database, plan: UpdatePlan) -> dict[str, tuple[str | None, str | None]]:
     """Per input relation, the SELECTs of the facts it loses (those of the files gone, read in
     the previous results) and of those it gains (staged by this run)."""
-    from ..engine.change_tables import OLD_DB, change_table, value_columns
+    from ...engine.change_tables import OLD_DB, change_table, value_columns
 
     ranges = [(e.base, e.base + e.nodes) for e in plan.gone.values() if e.nodes]
     files = ", ".join("'" + f.replace("'", "''") + "'" for f in plan.gone)

@@ -41,7 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .catalogue import catalogue_rows
+from ..rules.catalogue import catalogue_rows
 from .context import ContextError, parse_elements, parse_gpu
 from .globs import GlobError, compile_glob
 

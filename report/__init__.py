@@ -1,0 +1,6 @@
+"""What the user reads: an assessment rendered as Markdown, JSON or SARIF, the words they share
+(wording.py), the before/after sketches of a finding's line (sketches.py), and the baseline that
+marks findings already known.
+
+This file imports nothing, so that a command renders only the format it was asked for.
+"""
