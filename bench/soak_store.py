@@ -38,10 +38,15 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--sequences", type=int, default=300, help="random sequences of edits (default 300)")
     parser.add_argument("--steps", type=int, default=10, help="steps per sequence at most (default 10)")
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: random, printed)")
-    parser.add_argument("--ids", choices=["exact", "canonical"], default="exact",
-                        help="compare node ids in why/query answers exactly (default) or as file+offset")
-    parser.add_argument("--shrink", action="store_true",
-                        help="stop at the first mismatch and shrink it to a minimal sequence")
+    parser.add_argument(
+        "--ids",
+        choices=["exact", "canonical"],
+        default="exact",
+        help="compare node ids in why/query answers exactly (default) or as file+offset",
+    )
+    parser.add_argument(
+        "--shrink", action="store_true", help="stop at the first mismatch and shrink it to a minimal sequence"
+    )
     return parser.parse_args()
 
 
@@ -61,8 +66,10 @@ def main() -> int:
     from hypothesis import seed as with_seed
 
     phases = [Phase.generate, Phase.shrink] if args.shrink else [Phase.generate]
-    print(f"soak: {args.sequences} sequences of at most {args.steps} steps, seed {seed}, ids {args.ids}",
-          flush=True)
+    print(
+        f"soak: {args.sequences} sequences of at most {args.steps} steps, seed {seed}, ids {args.ids}",
+        flush=True,
+    )
     started = time.perf_counter()
     failure = ""
     try:
@@ -79,12 +86,16 @@ def main() -> int:
     print()
     print(f"sequences run:        {stats['sequences']}")
     print(f"steps run:            {stats['steps']}")
-    print(f"runs compared:        {stats['compared']} "
-          f"(why {stats['compared: why']}, query {stats['compared: query']}, "
-          f"assess {stats['compared'] - stats['compared: why'] - stats['compared: query']})")
-    print(f"mismatches:           {stats['mismatches']} sequences with one "
-          f"(why {stats['mismatch: why']}, query {stats['mismatch: query']}, the rest assess); "
-          f"{stats['later mismatches in a sequence']} more after them")
+    print(
+        f"runs compared:        {stats['compared']} "
+        f"(why {stats['compared: why']}, query {stats['compared: query']}, "
+        f"assess {stats['compared'] - stats['compared: why'] - stats['compared: query']})"
+    )
+    print(
+        f"mismatches:           {stats['mismatches']} sequences with one "
+        f"(why {stats['mismatch: why']}, query {stats['mismatch: query']}, the rest assess); "
+        f"{stats['later mismatches in a sequence']} more after them"
+    )
     print("cached `cpq assess` runs, by the way the store served them (first mismatches):")
     for key, count in sorted(stats.items()):
         if key.startswith("path: "):

@@ -124,15 +124,15 @@ def _existing_path(path: Path) -> Path:
     return path
 
 
-NoCacheOpt = Annotated[
-    bool, typer.Option("--no-cache", help="Neither read nor write the .cpq/ fact store.")
-]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the .cpq/ fact store.")]
 CacheDirOpt = Annotated[
     Path | None, typer.Option("--cache-dir", help="Keep the fact store here instead of PATH/.cpq.")
 ]
 JobsOpt = Annotated[
     int | None, typer.Option("--jobs", "-j", help="Worker processes for extraction (default: cores).")
 ]
+
+
 @app.command()
 def assess(
     path: Annotated[Path, typer.Argument(help="A Python file, a notebook or a directory tree.")],
@@ -359,9 +359,7 @@ def _export_rules(target: str) -> None:
 @app.command()
 def facts(
     path: Annotated[Path, typer.Argument(help="A Python file or a directory tree.")],
-    relation: Annotated[
-        str | None, typer.Option("--relation", "-r", help="Show only this relation.")
-    ] = None,
+    relation: Annotated[str | None, typer.Option("--relation", "-r", help="Show only this relation.")] = None,
     out: Annotated[
         Path | None,
         typer.Option("--out", help="Write one NAME.facts TSV per input relation (Soufflé -F)."),
@@ -388,9 +386,7 @@ def facts(
         }
         counts = write_souffle_facts(fact_set, out, extra)
         if not state.quiet:
-            typer.echo(
-                f"wrote {sum(counts.values()):,} facts in {len(counts)} files to {out}", err=True
-            )
+            typer.echo(f"wrote {sum(counts.values()):,} facts in {len(counts)} files to {out}", err=True)
         return
     from tabulate import tabulate
 

@@ -29,9 +29,7 @@ CpuOnlyOpt = Annotated[
     bool | None,
     typer.Option("--cpu-only/--no-cpu-only", help="A CPU-only Legate run.", show_default=False),
 ]
-PatternOpt = Annotated[
-    str | None, typer.Option("--pattern", help="Override the inferred compute pattern.")
-]
+PatternOpt = Annotated[str | None, typer.Option("--pattern", help="Override the inferred compute pattern.")]
 RulesOpt = Annotated[
     Path | None,
     typer.Option("--rules", help="Use this rules file (it may #include more) instead of the shipped rules."),

@@ -81,7 +81,7 @@ def parse_gpu(text: str) -> tuple[str, int]:
     t = text.strip().upper().replace(" ", "").replace("-", "")
     for prefix in ("NVIDIA", "TESLA", "GEFORCE"):
         if t.startswith(prefix):
-            t = t[len(prefix):]
+            t = t[len(prefix) :]
     m = re.fullmatch(r"SM_?(\d)(\d+)", t)
     if m:
         return text.strip(), int(m.group(1)) * 10 + int(m.group(2)[0])
@@ -89,7 +89,7 @@ def parse_gpu(text: str) -> tuple[str, int]:
     if m:
         return text.strip(), int(m.group(1)) * 10 + int(m.group(2))
     for model, cc in GPU_CAPABILITY.items():
-        if t == model or (t.startswith(model) and not t[len(model):].isalnum()):
+        if t == model or (t.startswith(model) and not t[len(model) :].isalnum()):
             return model, cc
     # Longest model name that prefixes the text: "A100SXM480GB" -> A100.
     for model in sorted(GPU_CAPABILITY, key=len, reverse=True):
@@ -117,13 +117,9 @@ class ContextValue:
 
 @dataclass
 class Context:
-    elements: ContextValue = field(
-        default_factory=lambda: ContextValue(*DEFAULT_ELEMENTS, "default")
-    )
+    elements: ContextValue = field(default_factory=lambda: ContextValue(*DEFAULT_ELEMENTS, "default"))
     gpus: ContextValue = field(default_factory=lambda: ContextValue(*DEFAULT_GPUS, "default"))
-    nodes: ContextValue = field(
-        default_factory=lambda: ContextValue(DEFAULT_NODES, DEFAULT_NODES, "default")
-    )
+    nodes: ContextValue = field(default_factory=lambda: ContextValue(DEFAULT_NODES, DEFAULT_NODES, "default"))
     gpu: ContextValue = field(default_factory=lambda: ContextValue(None, None, "default"))
     cpu_only: bool = False
     pattern: str | None = None

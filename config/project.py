@@ -115,7 +115,7 @@ class Config:
 
 # key -> (attribute, expected type as words)
 _KEYS: dict[str, tuple[str, str]] = {
-    "elements": ("elements", "a string such as \"16M\" or an integer"),
+    "elements": ("elements", 'a string such as "16M" or an integer'),
     "gpus": ("gpus", "an integer"),
     "nodes": ("nodes", "an integer"),
     "gpu": ("gpu", "a string"),

@@ -160,9 +160,7 @@ def match_suppressions(
     return suppressed, unused
 
 
-def find_suppression(
-    key: FindingKey, suppressions: Mapping[str, list[Suppression]]
-) -> Suppression | None:
+def find_suppression(key: FindingKey, suppressions: Mapping[str, list[Suppression]]) -> Suppression | None:
     """The suppression that silences `key`, to read its reason."""
     code, file, line = key
     for s in suppressions.get(file, ()):

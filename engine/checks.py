@@ -95,9 +95,7 @@ def check_program(
         if clause.branches is None:
             for head in clause.heads:
                 if head.relation in out.inline:
-                    raise error_at(
-                        head, f"inline relation '{head.relation}' cannot have facts", source
-                    )
+                    raise error_at(head, f"inline relation '{head.relation}' cannot have facts", source)
                 _check_fact(head, out.relations, source)
                 out.facts.append(Fact(head, clause.line, clause.column, clause.text))
             continue
@@ -183,13 +181,9 @@ def _check_decls(
                 source,
             )
         if decl.name.startswith(INTERNAL_TABLE_PREFIX):
-            raise error_at(
-                decl, f"relation names may not start with '{INTERNAL_TABLE_PREFIX}'", source
-            )
+            raise error_at(decl, f"relation names may not start with '{INTERNAL_TABLE_PREFIX}'", source)
         if decl.name in CONSTRAINT_FUNCTORS:
-            raise error_at(
-                decl, f"'{decl.name}' is a built-in constraint, not a relation name", source
-            )
+            raise error_at(decl, f"'{decl.name}' is a built-in constraint, not a relation name", source)
         for qualifier in decl.qualifiers:
             if qualifier in UNSUPPORTED_QUALIFIERS:
                 raise error_at(decl, UNSUPPORTED_QUALIFIERS[qualifier], source)

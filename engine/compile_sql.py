@@ -72,9 +72,7 @@ def sql_literal(const: Const) -> str:
 
 
 class SqlCompiler:
-    def __init__(
-        self, relations: dict[str, Relation], relation_sql: Callable[[str], str] = quote
-    ) -> None:
+    def __init__(self, relations: dict[str, Relation], relation_sql: Callable[[str], str] = quote) -> None:
         """`relation_sql`: how negated atoms and the atoms of aggregates name a relation's
         table (incremental maintenance reads them in the previous results)."""
         self.relations = relations
@@ -229,9 +227,7 @@ class SqlCompiler:
         matching = self.matching(item, self.relation_sql(item.relation), env, types)
         return f"NOT EXISTS ({matching})"
 
-    def matching(
-        self, atom: Atom, table: str, env: dict[str, str], types: dict[str, str | None]
-    ) -> str:
+    def matching(self, atom: Atom, table: str, env: dict[str, str], types: dict[str, str | None]) -> str:
         """SELECT 1 from `table` (of the atom's columns) where a row matches the atom."""
         rel = self.relations[atom.relation]
         alias = self.alias("n")
@@ -246,9 +242,7 @@ class SqlCompiler:
 
     # -- terms -----------------------------------------------------------------------------
 
-    def term(
-        self, term: Term, env: dict[str, str], types: dict[str, str | None]
-    ) -> tuple[str, bool]:
+    def term(self, term: Term, env: dict[str, str], types: dict[str, str | None]) -> tuple[str, bool]:
         """SQL for a term, and whether it may be NULL (a failed conversion or division by 0)."""
         if isinstance(term, Var):
             return env[term.name], False
@@ -263,9 +257,7 @@ class SqlCompiler:
             return self.call(term, env, types)
         raise AssertionError(f"cannot compile term {term!r}")  # planner rejects the rest
 
-    def binop(
-        self, term: BinOp, env: dict[str, str], types: dict[str, str | None]
-    ) -> tuple[str, bool]:
+    def binop(self, term: BinOp, env: dict[str, str], types: dict[str, str | None]) -> tuple[str, bool]:
         left, left_null = self.term(term.left, env, types)
         right, right_null = self.term(term.right, env, types)
         nullable = left_null or right_null
@@ -301,9 +293,7 @@ class SqlCompiler:
             return term.name in ("strlen", "ord", "to_number", "to_unsigned")
         return False
 
-    def call(
-        self, term: Call, env: dict[str, str], types: dict[str, str | None]
-    ) -> tuple[str, bool]:
+    def call(self, term: Call, env: dict[str, str], types: dict[str, str | None]) -> tuple[str, bool]:
         parts = [self.term(arg, env, types) for arg in term.args]
         args = [sql for sql, _ in parts]
         nullable = any(null for _, null in parts)
@@ -366,9 +356,7 @@ def insert_new_tuples(
     picked = [f"s.c{i}" for i in range(relation.arity)] + [iter_sql, rule_sql]
     sql = f"{_insert_into(relation, table)} SELECT {', '.join(picked)} FROM ({select_sql}) AS s"
     if anti_join:
-        match = " AND ".join(
-            f"e.{quote(name)} = s.c{i}" for i, name in enumerate(relation.column_names)
-        )
+        match = " AND ".join(f"e.{quote(name)} = s.c{i}" for i, name in enumerate(relation.column_names))
         where = f" WHERE {match}" if match else ""
         sql += f" WHERE NOT EXISTS (SELECT 1 FROM {table or quote(relation.name)} AS e{where})"
     return sql

@@ -145,11 +145,7 @@ class Evaluation(Storage):
         own = set(stratum.relations)
 
         def initial_ref(_index: int, atom: Atom) -> str:
-            return (
-                versioned_table(atom.relation, FULL)
-                if atom.relation in own
-                else quote(atom.relation)
-            )
+            return versioned_table(atom.relation, FULL) if atom.relation in own else quote(atom.relation)
 
         initial = compiler.select_head(rule.head, plan, initial_ref, distinct=False)
         recursive_atoms = [i for i, atom in enumerate(plan.atoms) if atom.relation in own]
@@ -190,13 +186,9 @@ class Evaluation(Storage):
         else:
             self._sizes = self._row_counts()
         self._evaluated = True
-        return self._run_strata(
-            lambda index, con: self._run_stratum(index, compiled[index], con), started
-        )
+        return self._run_strata(lambda index, con: self._run_stratum(index, compiled[index], con), started)
 
-    def _run_strata(
-        self, run_one: Callable[[int, Connection], StratumStats], started: float
-    ) -> EvalStats:
+    def _run_strata(self, run_one: Callable[[int, Connection], StratumStats], started: float) -> EvalStats:
         """Run `run_one` for every stratum, each once the strata it reads are done."""
         strata = self.program.stratification
         stats: list[StratumStats | None] = [None] * len(strata)
@@ -368,9 +360,7 @@ class Evaluation(Storage):
                 rule_expr, select = str(parts[0][0]), f"SELECT DISTINCT * FROM ({parts[0][1]})"
             else:
                 cols = ", ".join([f"c{i}" for i in range(rel.arity)] or ["c_unit"])
-                union = " UNION ALL ".join(
-                    f"SELECT *, {index} AS r FROM ({part})" for index, part in parts
-                )
+                union = " UNION ALL ".join(f"SELECT *, {index} AS r FROM ({part})" for index, part in parts)
                 # The smallest rule index wins when several rules derive a tuple in one round.
                 select = f"SELECT {cols}, min(r) AS r FROM ({union}) GROUP BY {cols}"
                 rule_expr = "s.r"
@@ -398,8 +388,7 @@ class Evaluation(Storage):
             # of the others, and writes its own table, so they can run side by side (the
             # long chains of rounds of a few strata are the evaluation's critical path).
             futures = [
-                pool.submit(lambda st: insert(*st, cursors.get()), statement)
-                for statement in statements[1:]
+                pool.submit(lambda st: insert(*st, cursors.get()), statement) for statement in statements[1:]
             ]
             try:
                 first = insert(*statements[0], con)

@@ -182,7 +182,7 @@ class _Joiner:
             target = self.target(file, index + 1, line)
             for included in self.expand(file, index + 1, line, target):
                 if included in chain:
-                    cycle = " -> ".join([*chain[chain.index(included):], included])
+                    cycle = " -> ".join([*chain[chain.index(included) :], included])
                     raise self.error(file, index + 1, line, f"#include cycle: {cycle}")
                 if included in self.done:
                     continue  # included before: once is enough
@@ -197,8 +197,12 @@ class _Joiner:
         if not stars:
             return [target]
         if len(stars) > 1 or parts[stars[0]] != "*" or stars[0] == len(parts) - 1:
-            raise self.error(file, line_no, line, f"#include '{target}': only one whole folder name may be "
-                             "'*' (\"rules/codes/*/rules.dl\")")
+            raise self.error(
+                file,
+                line_no,
+                line,
+                f"#include '{target}': only one whole folder name may be '*' (\"rules/codes/*/rules.dl\")",
+            )
         if self.list_names is None:
             raise self.error(file, line_no, line, f"#include '{target}': the folders cannot be listed")
         at = stars[0]
@@ -229,18 +233,23 @@ class _Joiner:
 
     def target(self, file: str, line_no: int, line: str) -> str:
         """The included file, named relative to the entry's folder."""
-        rest = line[_INCLUDE.match(line).end():]  # type: ignore[union-attr]
+        rest = line[_INCLUDE.match(line).end() :]  # type: ignore[union-attr]
         found = _TARGET.fullmatch(rest)
         if found is None:
             raise self.error(file, line_no, line, '#include needs a file in double quotes: #include "FILE"')
         name = found.group(1)
         if name.startswith(("/", "\\")) or PureWindowsPath(name).is_absolute() or PureWindowsPath(name).drive:
-            raise self.error(file, line_no, line, f"#include of an absolute path '{name}': name it relative "
-                             "to the including file")
+            raise self.error(
+                file,
+                line_no,
+                line,
+                f"#include of an absolute path '{name}': name it relative to the including file",
+            )
         joined = posixpath.normpath(posixpath.join(posixpath.dirname(file), name))
         if joined == ".." or joined.startswith("../"):
-            raise self.error(file, line_no, line, f"#include '{name}' leaves the folder of "
-                             f"{self.names.entry_name}")
+            raise self.error(
+                file, line_no, line, f"#include '{name}' leaves the folder of {self.names.entry_name}"
+            )
         return joined
 
     def read_file(self, file: str, line_no: int, line: str, included: str) -> str:

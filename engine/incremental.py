@@ -384,9 +384,7 @@ class StratumUpdate:
             union = " UNION ALL ".join(f"({part})" for part in parts)
             table = change_table("over", head)
             if head not in self._over_tables:  # made when first needed: most strata need none
-                self.con.execute(
-                    f"CREATE TABLE {table} ({', '.join(change_columns(rel))}, \"_r\" INTEGER)"
-                )
+                self.con.execute(f'CREATE TABLE {table} ({", ".join(change_columns(rel))}, "_r" INTEGER)')
                 self._over_tables.add(head)
             names = [f"c{i}" for i in range(rel.arity)] or ["c_unit"]
             held = same_values(rel, "h", "s", positional=True)

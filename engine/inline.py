@@ -82,9 +82,7 @@ class Expander:
             self._check_not_hidden(lit)
             if isinstance(lit, Atom) and lit.relation in self.definitions:
                 if lit.negated:
-                    raise error_at(
-                        lit, f"inline relation '{lit.relation}' cannot be negated", self.source
-                    )
+                    raise error_at(lit, f"inline relation '{lit.relation}' cannot be negated", self.source)
                 choices = [
                     expanded
                     for definition in self.definitions[lit.relation]

@@ -84,9 +84,7 @@ class Loading(Storage):
         rel = self._relation(relation)
         if _is_arrow_table(rows):
             if rows.num_columns != rel.arity:
-                raise ValueError(
-                    f"'{relation}' has {rel.arity} column(s), the table has {rows.num_columns}"
-                )
+                raise ValueError(f"'{relation}' has {rel.arity} column(s), the table has {rows.num_columns}")
             if rows.num_rows == 0:
                 return 0
             table = rows
@@ -127,15 +125,11 @@ class Loading(Storage):
                 rows = batch.num_rows
                 if rows:
                     view = f"{_LOAD_VIEW}_{len(statements)}"
-                    statements.append(
-                        self._insert_from(relation, batch, view, disjoint=True, staged=staged)
-                    )
+                    statements.append(self._insert_from(relation, batch, view, disjoint=True, staged=staged))
             else:
                 rows = max(map(len, batch), default=0)
                 if rows:
-                    statements.append(
-                        self._columns_insert(relation, batch, disjoint=True, staged=staged)
-                    )
+                    statements.append(self._columns_insert(relation, batch, disjoint=True, staged=staged))
             added += rows
         self._load_statements(statements)
         return added
@@ -151,9 +145,7 @@ class Loading(Storage):
             raise ValueError(f"'{relation}' has {rel.arity} column(s), the table has {table.num_columns}")
         if any(column.null_count for column in table.columns):
             raise ValueError(f"cannot load NULL values into '{relation}'")
-        casts = ", ".join(
-            f"CAST(c{i} AS {SQL_TYPES[base]}) AS c{i}" for i, base in enumerate(rel.base_types)
-        )
+        casts = ", ".join(f"CAST(c{i} AS {SQL_TYPES[base]}) AS c{i}" for i, base in enumerate(rel.base_types))
         select = f"SELECT {'' if disjoint else 'DISTINCT '}{casts} FROM {view}"
         anti_join = not disjoint and self.count(relation) > 0
         target = self.staging_table(relation) if staged else None

@@ -139,9 +139,7 @@ def _syntax_error(exc: UnexpectedInput, text: str, source: str) -> DatalogError:
     column = getattr(exc, "column", 0) or 0
     if isinstance(exc, UnexpectedCharacters):
         message = f"unexpected character {exc.char!r}"
-    elif isinstance(exc, UnexpectedEOF) or (
-        isinstance(exc, UnexpectedToken) and exc.token.type == "$END"
-    ):
+    elif isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
         message = "unexpected end of input"
         if line <= 0:
             lines = text.splitlines() or [""]
@@ -314,18 +312,14 @@ class _Builder:
         if isinstance(expr, Tree) and expr.data == "group":
             return self.formula(_tree(expr.children[0]))
         where = expr.meta if isinstance(expr, Tree) else expr
-        raise self.fail(
-            where, "expected a literal (an atom, a comparison or a constraint), found a term"
-        )
+        raise self.fail(where, "expected a literal (an atom, a comparison or a constraint), found a term")
 
     def dnf(self, formula: _Formula) -> list[list[Literal]]:
         if isinstance(formula, _Or):
             return [branch for item in formula.items for branch in self.dnf(item)]
         if isinstance(formula, _And):
             parts = [self.dnf(item) for item in formula.items]
-            return [
-                [lit for branch in combo for lit in branch] for combo in itertools.product(*parts)
-            ]
+            return [[lit for branch in combo for lit in branch] for combo in itertools.product(*parts)]
         if isinstance(formula, _Not):
             return [[self.negate(formula)]]
         return [[formula]]
@@ -353,14 +347,10 @@ class _Builder:
             if isinstance(lit, Comparison) and lit.op == "=":
                 # Keep the common `N = count : {...}` form as written (it reads better in proofs).
                 if isinstance(lit.left, Var) and isinstance(lit.right, Aggregate):
-                    out.append(
-                        Comparison("=", lit.left, self.nested(lit.right), lit.line, lit.column)
-                    )
+                    out.append(Comparison("=", lit.left, self.nested(lit.right), lit.line, lit.column))
                     continue
                 if isinstance(lit.right, Var) and isinstance(lit.left, Aggregate):
-                    out.append(
-                        Comparison("=", lit.right, self.nested(lit.left), lit.line, lit.column)
-                    )
+                    out.append(Comparison("=", lit.right, self.nested(lit.left), lit.line, lit.column))
                     continue
             out.append(self.lift_in_literal(lit, out))
         return out
@@ -442,9 +432,7 @@ class _Builder:
             if str(name) in CONSTRAINT_FUNCTORS:
                 raise self.fail(name, f"constraint '{name}' cannot be used as a term")
             if str(name) not in FUNCTORS:
-                raise self.fail(
-                    name, f"unknown functor '{name}' (relations cannot be used as terms)"
-                )
+                raise self.fail(name, f"unknown functor '{name}' (relations cannot be used as terms)")
             return Call(str(name), args, *_at(name))
         if kind == "minmax_call":
             op_tok = _token(_tree(tree.children[0]).children[0])

@@ -127,9 +127,7 @@ class Planner:
             if isinstance(sub, Aggregate):
                 raise self.fail(sub, f"aggregates are not allowed in a {what}")
             if isinstance(sub, Var) and sub.name not in types:
-                raise self.fail(
-                    sub, f"variable '{sub.name}' in the head is not bound by a positive atom"
-                )
+                raise self.fail(sub, f"variable '{sub.name}' in the head is not bound by a positive atom")
 
     # -- bodies ----------------------------------------------------------------------------
 
@@ -233,9 +231,7 @@ class Planner:
         elif isinstance(item, AtomArgFilter):
             atom = plan.atoms[item.atom_index]
             rel = self.relations[atom.relation]
-            self.check_arg_type(
-                item.term, self.term_type(item.term, plan.types), rel, item.column_index
-            )
+            self.check_arg_type(item.term, self.term_type(item.term, plan.types), rel, item.column_index)
         plan.filters.append(item)
         return True
 
@@ -267,8 +263,7 @@ class Planner:
                 if var.name not in body.types:
                     raise self.fail(
                         var,
-                        f"variable '{var.name}' of the {agg.op} target is not bound "
-                        "inside the aggregate",
+                        f"variable '{var.name}' of the {agg.op} target is not bound inside the aggregate",
                     )
             target_type = self.term_type(agg.target, body.types)
             if agg.op in ("sum", "mean") and kind(target_type) == "symbol":
@@ -278,9 +273,7 @@ class Planner:
 
     # -- errors ----------------------------------------------------------------------------
 
-    def unbound_error(
-        self, item: Literal | AtomArgFilter, plan: BodyPlan, scope: set[str]
-    ) -> DatalogError:
+    def unbound_error(self, item: Literal | AtomArgFilter, plan: BodyPlan, scope: set[str]) -> DatalogError:
         # Report an aggregate's missing outer binding before the variable it would bind.
         terms = sorted(_item_terms(item), key=lambda t: not isinstance(t, Aggregate))
         for term in terms:
@@ -328,9 +321,7 @@ class Planner:
             right = self.term_type(term.right, types)
             for side, side_type in ((term.left, left), (term.right, right)):
                 if kind(side_type) == "symbol":
-                    raise self.fail(
-                        side, f"arithmetic on a symbol: {side} in {term} (use cat() for strings)"
-                    )
+                    raise self.fail(side, f"arithmetic on a symbol: {side} in {term} (use cat() for strings)")
             return numeric_join(left, right)
         if isinstance(term, Call):
             return self.check_call(term.name, term.args, FUNCTORS[term.name], types, term)

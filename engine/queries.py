@@ -26,4 +26,3 @@ class Queries(Storage):
         if not compiled.columns:
             return [], [()] if rows else []
         return compiled.columns, rows
-

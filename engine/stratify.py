@@ -159,9 +159,7 @@ def _cycle_error(
     )
 
 
-def _path(
-    start: str, goal: str, deps: dict[str, list[str]], component: dict[str, int]
-) -> list[str]:
+def _path(start: str, goal: str, deps: dict[str, list[str]], component: dict[str, int]) -> list[str]:
     """Shortest dependency path start -> ... -> goal inside one SCC (both ends included)."""
     previous: dict[str, str | None] = {start: None}
     queue = deque([start])

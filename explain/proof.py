@@ -145,11 +145,15 @@ class Prover:
         rule = self.program.rules[int(rule_index)]
         text = " ".join(rule.text.split())
         if rule.inlined:  # the body below joins what these relations stand for
-            text += "  (inline: " + ", ".join(
-                f"{name} at {self.program.where(self.program.inline[name][0].head.line)}"
-                for name in rule.inlined
-                if self.program.inline.get(name)
-            ) + ")"
+            text += (
+                "  (inline: "
+                + ", ".join(
+                    f"{name} at {self.program.where(self.program.inline[name][0].head.line)}"
+                    for name in rule.inlined
+                    if self.program.inline.get(name)
+                )
+                + ")"
+            )
         node.rule = RuleRef(rule.index, rule.line, text, rule.file)
         if self.max_depth is not None and depth >= self.max_depth:
             node.truncated = True

@@ -23,8 +23,20 @@ MAX_LINE_LENGTH = 20_000
 
 # Folders that hold no user source: version control, caches, virtual environments.
 SKIP_DIRS = frozenset(
-    {".git", ".hg", ".svn", "__pycache__", ".cpq", ".tox", ".nox", ".mypy_cache",
-     ".pytest_cache", ".ruff_cache", "node_modules", ".ipynb_checkpoints"}
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".cpq",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        "node_modules",
+        ".ipynb_checkpoints",
+    }
 )
 SOURCE_SUFFIXES = (".py", ".ipynb")
 
@@ -201,7 +213,7 @@ def decode_source(data: bytes) -> str | Skipped:
     if b"\x00" in data:
         return Skipped("", "binary file (contains NUL bytes)")
     if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+        data = data[len(codecs.BOM_UTF8) :]
         encoding = "utf-8"
     else:
         encoding = _declared_encoding(data) or "utf-8"

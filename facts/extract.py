@@ -585,9 +585,7 @@ class FileExtractor:
                 if body is not None:
                     self._statements(body.children, ctx)
 
-    def _loop_fact(
-        self, loop_id: int, kind: str, it: int, tgt: int, end_line: int, outer: _Ctx
-    ) -> None:
+    def _loop_fact(self, loop_id: int, kind: str, it: int, tgt: int, end_line: int, outer: _Ctx) -> None:
         self.rows["loop"].append((loop_id, kind, it, tgt, end_line))
         if outer.loop != NO_NODE:
             self.rows["loop_parent"].append((loop_id, outer.loop))
@@ -949,8 +947,18 @@ class FileExtractor:
             for child in body:
                 self._child(child, ctx)
             flow.restore(saved)
-        elif kind in ("keyword_argument", "pair", "list_splat", "dictionary_splat", "await",
-                      "yield", "dictionary", "slice", "expression_list", "starred_expression"):
+        elif kind in (
+            "keyword_argument",
+            "pair",
+            "list_splat",
+            "dictionary_splat",
+            "await",
+            "yield",
+            "dictionary",
+            "slice",
+            "expression_list",
+            "starred_expression",
+        ):
             for child in node.named_children():
                 if child.kind != "identifier" or kind != "keyword_argument":
                     self._child(child, ctx)
@@ -969,8 +977,11 @@ class FileExtractor:
         interpolations = [c for c in node.children if c.kind == "interpolation"]
         if interpolations:
             for interp in interpolations:
-                inner = [c for c in interp.named_children() if c.kind not in (
-                    "format_specifier", "type_conversion")]
+                inner = [
+                    c
+                    for c in interp.named_children()
+                    if c.kind not in ("format_specifier", "type_conversion")
+                ]
                 if inner:
                     eid = self._child(inner[0], ctx)
                     self.rows["fstring_value"].append((nid, eid))

@@ -77,8 +77,7 @@ _EXTRACTED: dict[str, tuple[str, str]] = {
     ),
     "call": (
         "c:node, func:node, callee:symbol",
-        'A call; callee is the resolved qualified name ("numpy.zeros", "builtins.float", "pkg.mod.f")'
-        ' or "".',
+        'A call; callee is the resolved qualified name ("numpy.zeros", "builtins.float", "pkg.mod.f") or "".',
     ),
     "method_call": (
         "c:node, receiver:node, method:symbol",
@@ -228,9 +227,7 @@ def schema_dl() -> str:
 
 
 def _declaration(name: str) -> list[str]:
-    columns = ", ".join(
-        f"{c.name}: {NODE_TYPE if c.is_node else c.type}" for c in ALL_INPUTS[name]
-    )
+    columns = ", ".join(f"{c.name}: {NODE_TYPE if c.is_node else c.type}" for c in ALL_INPUTS[name])
     return [*_comment(INPUT_DOCS[name]), f".decl {name}({columns})", f".input {name}"]
 
 

@@ -88,9 +88,7 @@ def _zstd() -> Any:
     return pa.Codec("zstd", compression_level=1) if pa.Codec.is_available("zstd") else None
 
 
-def pack_facts(
-    rows: Rows, node_count: int, lines: int, *, use_zstd: bool = True
-) -> bytes:
+def pack_facts(rows: Rows, node_count: int, lines: int, *, use_zstd: bool = True) -> bytes:
     """One file's facts, compact, and in the form the loader wants.  Compressed with zstd at
     level 1 (about 6x, as zlib's fastest level, at 2.5 times its speed, and 1.8 times its speed
     to decompress): the store then writes and reads a sixth of the bytes.  Without `use_zstd`,

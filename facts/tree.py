@@ -31,9 +31,7 @@ _TEXT_KINDS = frozenset(
 class PNode:
     __slots__ = ("kind", "line", "end_line", "children", "text", "named", "_named")
 
-    def __init__(
-        self, kind: str, line: int, end_line: int, named: bool, text: str | None
-    ) -> None:
+    def __init__(self, kind: str, line: int, end_line: int, named: bool, text: str | None) -> None:
         self.kind = kind
         self.line = line
         self.end_line = end_line

@@ -87,9 +87,7 @@ def build(resolve: Resolver, numpy_side: NumpySide, provenance: dict[str, object
         for api in group:
             if targets[api] is None and best_level != "none":
                 spelled = canon_of[best]
-                notes[api] = (
-                    f"cuPyNumeric does not define this alias; use {spelled} ({GLYPHS[best_level]})"
-                )
+                notes[api] = f"cuPyNumeric does not define this alias; use {spelled} ({GLYPHS[best_level]})"
 
     entries: dict[str, Entry] = {}
     for api, (level, _note) in support.items():

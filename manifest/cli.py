@@ -56,8 +56,7 @@ def status_text(manifest: Manifest, today: _dt.date | None = None) -> str:
     lines = [
         f"manifest: {manifest.path or default_path()}",
         f"source: {prov.get('source', '?')}",
-        f"cuPyNumeric: {prov.get('cupynumeric_version', '?')}    "
-        f"NumPy: {prov.get('numpy_version', '?')}",
+        f"cuPyNumeric: {prov.get('cupynumeric_version', '?')}    NumPy: {prov.get('numpy_version', '?')}",
         f"method: {prov.get('method', '?')}",
         f"date: {prov.get('date', '?')} ({age_text})",
         f"listed: {_counts_line(manifest)}",
@@ -65,8 +64,7 @@ def status_text(manifest: Manifest, today: _dt.date | None = None) -> str:
     if age is None or age > STALE_AFTER_DAYS:
         why = f"is {age} days old" if age is not None else "has no valid date"
         lines.append(
-            f"warning: the manifest {why} (over {STALE_AFTER_DAYS} days); "
-            f"refresh it with: {REFRESH_COMMAND}"
+            f"warning: the manifest {why} (over {STALE_AFTER_DAYS} days); refresh it with: {REFRESH_COMMAND}"
         )
     return "\n".join(lines)
 
@@ -134,8 +132,7 @@ def refresh_command(
 
     if wheel is None:
         typer.echo(
-            f"downloading nvidia-cupynumeric{'==' + version if version else ''} "
-            "(pip download --no-deps) …",
+            f"downloading nvidia-cupynumeric{'==' + version if version else ''} (pip download --no-deps) …",
             err=True,
         )
     try:
@@ -162,13 +159,9 @@ def refresh_command(
 
 @app.command()
 def diff(
-    other: Annotated[
-        Path, typer.Argument(help="Another manifest JSON, or an upstream-format .md.")
-    ],
+    other: Annotated[Path, typer.Argument(help="Another manifest JSON, or an upstream-format .md.")],
     manifest: ManifestOption = None,
-    list_all: Annotated[
-        bool, typer.Option("--list", help="Also list the names only one side has.")
-    ] = False,
+    list_all: Annotated[bool, typer.Option("--list", help="Also list the names only one side has.")] = False,
 ) -> None:
     """Compare this manifest with another (before/after an upgrade, or the upstream table)."""
     from .diff import compare, load_any, report

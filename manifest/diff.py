@@ -73,12 +73,7 @@ def _left_out(manifest: Manifest) -> dict[str, str]:
     excluded = manifest.provenance.get("excluded")
     if not isinstance(excluded, dict):
         return {}
-    return {
-        name: reason
-        for reason, names in excluded.items()
-        if isinstance(names, list)
-        for name in names
-    }
+    return {name: reason for reason, names in excluded.items() if isinstance(names, list) for name in names}
 
 
 def report(

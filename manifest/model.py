@@ -172,9 +172,7 @@ class Manifest:
         head = {k: v for k, v in data.items() if k not in ("entries", "aliases")}
         text = json.dumps(head, indent=1, ensure_ascii=False)[:-2]
         entries = ",\n  ".join(json.dumps(e, ensure_ascii=False) for e in data["entries"])
-        aliases = ",\n  ".join(
-            f"{json.dumps(a)}: {json.dumps(c)}" for a, c in data["aliases"].items()
-        )
+        aliases = ",\n  ".join(f"{json.dumps(a)}: {json.dumps(c)}" for a, c in data["aliases"].items())
         entries_block = f"[\n  {entries}\n ]" if entries else "[]"
         aliases_block = f"{{\n  {aliases}\n }}" if aliases else "{}"
         return f'{text},\n "entries": {entries_block},\n "aliases": {aliases_block}\n}}\n'

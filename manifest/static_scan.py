@@ -158,9 +158,7 @@ def _named(node: SgNode) -> list[SgNode]:
 def _decorators(decorated: SgNode) -> tuple[str, ...]:
     """`@add_boilerplate("a")` → "add_boilerplate"; `@property` → "property"."""
     return tuple(
-        d.text().lstrip("@").split("(")[0].strip()
-        for d in decorated.children()
-        if d.kind() == "decorator"
+        d.text().lstrip("@").split("(")[0].strip() for d in decorated.children() if d.kind() == "decorator"
     )
 
 

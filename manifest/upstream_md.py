@@ -19,9 +19,7 @@ _GLYPH_LINE = re.compile(
     + "|".join(sorted(map(re.escape, GLYPHS.values()), key=len, reverse=True))
     + r")\uFE0F?\s+(?P<rest>.+)$"
 )
-_HEADER = re.compile(
-    r"^(?P<key>Source|Fetched|Counts|Generated|Method|cuPyNumeric|NumPy):\s*(?P<v>.+)$"
-)
+_HEADER = re.compile(r"^(?P<key>Source|Fetched|Counts|Generated|Method|cuPyNumeric|NumPy):\s*(?P<v>.+)$")
 _NOTE_SEPARATOR = " — "
 
 

@@ -294,9 +294,7 @@ def read_decision(db: Database) -> Decision:
     manifest = load()
     for api, level, glyph, file, line, hot in db.rows("api_gap"):
         entry = manifest.lookup(api)
-        d.api_gaps.append(
-            ApiGap(api, level, glyph, file, line, bool(hot), entry.note if entry else "")
-        )
+        d.api_gaps.append(ApiGap(api, level, glyph, file, line, bool(hot), entry.note if entry else ""))
     d.api_gaps.sort(key=lambda g: (not g.hot, g.api, g.file, g.line))
     d.batching = sorted(db.rows("batching_path"))
     d.touchpoints = _one(db.rows("touchpoints"), (0, 0))

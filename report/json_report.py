@@ -13,8 +13,7 @@ SCHEMA = "cpq.report/1"
 
 
 def _ctx(value: ContextValue, where: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {"value": value.low if value.low == value.high else None,
-                           "source": value.source}
+    out: dict[str, Any] = {"value": value.low if value.low == value.high else None, "source": value.source}
     if value.low is not None and value.high is not None and value.high != value.low:
         out["range"] = [value.low, value.high]
     if value.label:
@@ -79,8 +78,7 @@ def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None
             ],
         },
         "audit_notes": [
-            {"kind": n.kind, "file": n.file, "line": n.line, "function": n.function}
-            for n in a.audit_notes
+            {"kind": n.kind, "file": n.file, "line": n.line, "function": n.function} for n in a.audit_notes
         ],
         "api_gaps": [
             {
@@ -95,8 +93,7 @@ def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None
             for g in d.api_gaps
         ],
         "gates": [
-            {"gate": g.number, "name": g.name, "status": g.status, "reason": g.reason}
-            for g in d.gates
+            {"gate": g.number, "name": g.name, "status": g.status, "reason": g.reason} for g in d.gates
         ],
         "pattern": d.pattern,
         "files": {
@@ -132,10 +129,7 @@ def dump_json(value: object, indent: int = 2, depth: int = 2) -> str:
         pad = " " * (indent * (level + 1))
         end = " " * (indent * level)
         if isinstance(item, dict):
-            parts = [
-                f"{pad}{one_line(str(k))}: {encode(v, level + 1)}"
-                for k, v in item.items()
-            ]
+            parts = [f"{pad}{one_line(str(k))}: {encode(v, level + 1)}" for k, v in item.items()]
             return "{\n" + ",\n".join(parts) + "\n" + end + "}"
         parts = [f"{pad}{encode(v, level + 1)}" for v in item]
         return "[\n" + ",\n".join(parts) + "\n" + end + "]"

@@ -278,11 +278,15 @@ def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> 
     files = sorted({f.file for f in blocks + refactor})
     if len(a.files) > 1:
         pilot = files[0] if files else a.files[0]
-        steps.append(f"Pilot one module first ({pilot}): swap `import numpy as np` for "
-                     "`import cupynumeric as np`, check results against NumPy, then time it.")
+        steps.append(
+            f"Pilot one module first ({pilot}): swap `import numpy as np` for "
+            "`import cupynumeric as np`, check results against NumPy, then time it."
+        )
     else:
-        steps.append("Swap `import numpy as np` for `import cupynumeric as np`, check results "
-                     "against NumPy on a small input, then time it on the real size.")
+        steps.append(
+            "Swap `import numpy as np` for `import cupynumeric as np`, check results "
+            "against NumPy on a small input, then time it on the real size."
+        )
     steps.append(
         "Run the cuPyNumeric Doctor on a representative run:\n\n   ```\n   "
         + DOCTOR.replace("\n", "\n   ")

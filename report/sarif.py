@@ -130,8 +130,7 @@ def sarif_report(
             "verdict_rule": d.verdict_rule,
             "pattern": d.pattern,
             "gates": [
-                {"gate": g.number, "name": g.name, "status": g.status, "reason": g.reason}
-                for g in d.gates
+                {"gate": g.number, "name": g.name, "status": g.status, "reason": g.reason} for g in d.gates
             ],
             "files_assessed": len(a.files),
             "suppressed": sum(1 for f in a.findings if f.suppressed),
@@ -197,8 +196,13 @@ def _result(
             }
         ],
         "partialFingerprints": {FINGERPRINT_KEY: f"{digest}:{seen[digest]}"},
-        "properties": {"kind": f.kind, "function": f.function, "hot": f.hot,
-                       "countsForVerdict": f.counts, **props},
+        "properties": {
+            "kind": f.kind,
+            "function": f.function,
+            "hot": f.hot,
+            "countsForVerdict": f.counts,
+            **props,
+        },
     }
 
 
@@ -224,9 +228,7 @@ def _invocation(a: Assessment) -> dict[str, Any]:
         {
             "level": "warning",
             "message": {"text": f"skipped {s.relpath}: {s.reason}"},
-            "locations": [
-                {"physicalLocation": {"artifactLocation": _artifact(s.relpath)}}
-            ],
+            "locations": [{"physicalLocation": {"artifactLocation": _artifact(s.relpath)}}],
         }
         for s in a.skipped
     ]

@@ -73,8 +73,12 @@ def thresholds(a: Assessment) -> dict[str, object]:
     """The framework's numbers as the sentences use them."""
     t = a.decision.thresholds
     several = t["several_blocks"]
-    few = "one" if several == 2 else f"{count_words(1)} or {count_words(2)}" if several == 3 else (
-        f"{count_words(1)} to {count_words(several - 1)}"
+    few = (
+        "one"
+        if several == 2
+        else f"{count_words(1)} or {count_words(2)}"
+        if several == 3
+        else (f"{count_words(1)} to {count_words(several - 1)}")
     )
     return {
         "cc": compute_capability(t["min_compute_capability"]),

@@ -63,12 +63,36 @@ def rules_text() -> str:
 
 # Relations the pipeline loads or reads: a user's --rules file must declare them.
 REQUIRED_RELATIONS = (
-    "source_file", "skipped_file", "partial_file", "context_number", "context_symbol",
-    "suppressed", "disabled", "api_support", "api_alias", "code_info", "finding", "finding_hot",
-    "finding_counts", "audit_note", "verdict", "verdict_rule", "gate_status", "compute_pattern",
-    "pattern_evidence", "problem_size", "inferred_elements_at", "per_gpu", "api_gap",
-    "batching_path", "touchpoints", "readiness", "blocks_sites", "refactor_sites",
-    "verdict_reason", "threshold",
+    "source_file",
+    "skipped_file",
+    "partial_file",
+    "context_number",
+    "context_symbol",
+    "suppressed",
+    "disabled",
+    "api_support",
+    "api_alias",
+    "code_info",
+    "finding",
+    "finding_hot",
+    "finding_counts",
+    "audit_note",
+    "verdict",
+    "verdict_rule",
+    "gate_status",
+    "compute_pattern",
+    "pattern_evidence",
+    "problem_size",
+    "inferred_elements_at",
+    "per_gpu",
+    "api_gap",
+    "batching_path",
+    "touchpoints",
+    "readiness",
+    "blocks_sites",
+    "refactor_sites",
+    "verdict_reason",
+    "threshold",
 )
 
 
@@ -81,9 +105,7 @@ def read_rules(rules_path: Path) -> JoinedText:
             f"not UTF-8 text ({exc.reason})", source=str(rules_path), line=1, column=1
         ) from None
     except OSError as exc:
-        raise DatalogError(
-            f"cannot read: {exc.strerror}", source=str(rules_path), line=1, column=1
-        ) from None
+        raise DatalogError(f"cannot read: {exc.strerror}", source=str(rules_path), line=1, column=1) from None
     folder = rules_path.parent
     return join_includes(text, str(rules_path), folder_reader(folder), folder_lister(folder))
 
@@ -99,7 +121,8 @@ def load_program(rules_path: Path | None = None) -> Program:
     missing = [r for r in (*INPUT_RELATIONS, *REQUIRED_RELATIONS) if r not in program.relations]
     if missing:
         raise DatalogError(
-            "the rules file does not declare relations cpq needs: " + ", ".join(missing[:8])
+            "the rules file does not declare relations cpq needs: "
+            + ", ".join(missing[:8])
             + (" …" if len(missing) > 8 else "")
             + " (extend a copy of the shipped rules: `cpq rules --export FILE` writes them as one file)",
             source=str(rules_path),

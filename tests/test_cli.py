@@ -73,8 +73,9 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_assessed(tmp_path) -> N
 
 def test_declared_latin1_source_is_read(tmp_path) -> None:
     (tmp_path / "enc.py").write_bytes(
-        "# -*- coding: latin-1 -*-\nimport numpy as np\nname = 'caf\xe9'\nx = np.zeros(10)\n"
-        .encode("latin-1")
+        "# -*- coding: latin-1 -*-\nimport numpy as np\nname = 'caf\xe9'\nx = np.zeros(10)\n".encode(
+            "latin-1"
+        )
     )
     out = runner.invoke(app, ["assess", str(tmp_path), "--format", "json"])
     assert json.loads(out.output)["files"]["assessed"] == 1
@@ -91,13 +92,10 @@ def test_bad_context_value_is_a_usage_error() -> None:
     assert "--elements" in out.output
 
 
-@pytest.mark.parametrize(
-    ("threshold", "code"), [("significant", 1), ("not-recommended", 0), ("light", 1)]
-)
+@pytest.mark.parametrize(("threshold", "code"), [("significant", 1), ("not-recommended", 0), ("light", 1)])
 def test_fail_on_sets_exit_code(threshold: str, code: int) -> None:
     out = runner.invoke(
-        app, ["assess", str(EXAMPLES / "particle_loop.py"), "--elements", "20M",
-              "--fail-on", threshold]
+        app, ["assess", str(EXAMPLES / "particle_loop.py"), "--elements", "20M", "--fail-on", threshold]
     )
     assert out.exit_code == code, out.output
 

@@ -78,14 +78,32 @@ def test_unused_suppression_is_reported(tmp_path: Path) -> None:
 def test_notebook_hot_item_reported_at_its_cell(tmp_path: Path) -> None:
     cells = [
         {"cell_type": "markdown", "metadata": {}, "source": ["# A notebook\n"]},
-        {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": [],
-         "source": ["import numpy as np\n", "%matplotlib inline\n", "A = np.ones((64, 64))\n"]},
-        {"cell_type": "code", "metadata": {}, "execution_count": 2, "outputs": [],
-         "source": ["total = []\n", "for i in range(100):\n", "    v = A @ A\n",
-                    "    total.append(v.sum().item())\n"]},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": 1,
+            "outputs": [],
+            "source": ["import numpy as np\n", "%matplotlib inline\n", "A = np.ones((64, 64))\n"],
+        },
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": 2,
+            "outputs": [],
+            "source": [
+                "total = []\n",
+                "for i in range(100):\n",
+                "    v = A @ A\n",
+                "    total.append(v.sum().item())\n",
+            ],
+        },
     ]
-    nb = {"cells": cells, "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
-          "nbformat": 4, "nbformat_minor": 5}
+    nb = {
+        "cells": cells,
+        "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     (tmp_path / "analysis.ipynb").write_text(json.dumps(nb))
     report = _json(["assess", str(tmp_path)])
     r104 = [f for f in report["findings"] if f["code"] == "R104"]
@@ -104,15 +122,20 @@ def test_baseline_reports_only_new_findings_and_survives_edits(tmp_path: Path) -
     assert first.exit_code == 0 and base.exists()
     # An unrelated edit moves every line down; the baseline still knows the old findings.
     path = tree / "particle_loop.py"
-    path.write_text("# a new header comment\n\n" + path.read_text() + textwrap.dedent("""
+    path.write_text(
+        "# a new header comment\n\n"
+        + path.read_text()
+        + textwrap.dedent("""
 
         def sync(a: np.ndarray):
             for x in range(10):
                 print(float(a[x]))
-        """))
+        """)
+    )
     report = _json(["assess", str(tree), "--baseline", str(base)])
-    states = {(f["code"], f["function"]): f.get("baseline") for f in report["findings"]
-              if f["kind"] != "SCALES"}
+    states = {
+        (f["code"], f["function"]): f.get("baseline") for f in report["findings"] if f["kind"] != "SCALES"
+    }
     assert states[("R101", "push")] == "unchanged"
     assert states[("R103", "kinetic")] == "unchanged"
     assert states[("R104", "sync")] == "new"
@@ -124,14 +147,16 @@ def test_baseline_reports_only_new_findings_and_survives_edits(tmp_path: Path) -
 
 
 def test_pyproject_configuration_applies_and_command_line_wins(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent("""
         [tool.cpq]
         elements = "20M"
         gpus = 2
         exclude = ["generated/"]
         ignore = ["R103"]
         per-file-ignores = {"legacy.py" = ["R101"]}
-    """))
+    """)
+    )
     shutil.copy(EXAMPLES / "particle_loop.py", tmp_path / "legacy.py")
     shutil.copy(EXAMPLES / "particle_loop.py", tmp_path / "current.py")
     (tmp_path / "generated").mkdir()

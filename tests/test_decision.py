@@ -46,8 +46,14 @@ def _gate(result, number: int) -> str:
 
 @pytest.mark.parametrize(
     ("elements", "gpus", "status"),
-    [("65535", 1, "fail"), ("65536", 1, "uncertain"), ("131070", 2, "fail"), ("131072", 2, "uncertain"),
-     ("1M", 1, "pass"), ("20M", 4, "pass")],
+    [
+        ("65535", 1, "fail"),
+        ("65536", 1, "uncertain"),
+        ("131070", 2, "fail"),
+        ("131072", 2, "uncertain"),
+        ("1M", 1, "pass"),
+        ("20M", 4, "pass"),
+    ],
 )
 def test_gate2_partition_floor_per_gpu(tmp_path, elements, gpus, status) -> None:
     result = _assess(tmp_path, VECTORIZED, elements=elements, gpus=gpus, gpu="H100")
@@ -69,8 +75,15 @@ def test_gate2_counts_nodes(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("gpu", "status"),
-    [("sm_60", "fail"), ("P100", "fail"), ("6.0", "fail"), ("sm_70", "pass"), ("V100", "pass"),
-     ("H100", "pass"), ("7.0", "pass")],
+    [
+        ("sm_60", "fail"),
+        ("P100", "fail"),
+        ("6.0", "fail"),
+        ("sm_70", "pass"),
+        ("V100", "pass"),
+        ("H100", "pass"),
+        ("7.0", "pass"),
+    ],
 )
 def test_gate1_compute_capability(tmp_path, gpu, status) -> None:
     result = _assess(tmp_path, VECTORIZED, elements="50M", gpu=gpu)
@@ -95,8 +108,7 @@ def test_three_blocks_sites_are_significant_two_are_light(tmp_path) -> None:
     three = _assess(tmp_path, BLOCKS_TEMPLATE, elements="50M")
     assert three.decision.blocks_sites == 3
     assert (three.verdict, three.decision.verdict_rule) == ("SIGNIFICANT REFACTOR", 5)
-    two = _assess(tmp_path, BLOCKS_TEMPLATE.replace('a.ravel(order="F")', "a.ravel()"),
-                  elements="50M")
+    two = _assess(tmp_path, BLOCKS_TEMPLATE.replace('a.ravel(order="F")', "a.ravel()"), elements="50M")
     assert two.decision.blocks_sites == 2
     assert (two.verdict, two.decision.verdict_rule) == ("LIGHT REFACTOR", 6)
 
@@ -193,8 +205,11 @@ def test_single_gpu_api_matters_only_with_several_nodes(tmp_path) -> None:
         ("N = 4096\n\ndef f():\n    return np.zeros((N, N))\n", 4096 * 4096),
         ("N = 1 << 26\n\ndef f(n=N):\n    return np.linspace(0, 1, n)\n", 1 << 26),
         ("FRAME = 8192\n\ndef f():\n    return np.empty(FRAME)\n", 8192),
-        ("def f(n_paths=1_000_000):\n    rng = np.random.default_rng(0)\n"
-         "    return rng.standard_normal(n_paths)\n", 1_000_000),
+        (
+            "def f(n_paths=1_000_000):\n    rng = np.random.default_rng(0)\n"
+            "    return rng.standard_normal(n_paths)\n",
+            1_000_000,
+        ),
         ("NX, NY = 300, 200\n\ndef f():\n    return np.ones((NX, NY, 2))\n", 120000),
     ],
 )
@@ -205,8 +220,9 @@ def test_size_is_inferred_from_constants(tmp_path, code, size) -> None:
 
 
 def test_given_size_wins_over_inferred(tmp_path) -> None:
-    result = _assess(tmp_path, "import numpy as np\nN = 100\n\ndef f():\n    return np.zeros(N)\n",
-                     elements="16M")
+    result = _assess(
+        tmp_path, "import numpy as np\nN = 100\n\ndef f():\n    return np.zeros(N)\n", elements="16M"
+    )
     assert (result.decision.size_low, result.decision.size_source) == (16_000_000, "given")
 
 
@@ -221,8 +237,15 @@ def test_default_size_when_nothing_is_known(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("8192", 8192), ("16M", 16_000_000), ("2.5e8", 250_000_000), ("16384x16384", 16384**2),
-     ("1_000_000", 1_000_000), ("2k", 2000), ("1G", 10**9)],
+    [
+        ("8192", 8192),
+        ("16M", 16_000_000),
+        ("2.5e8", 250_000_000),
+        ("16384x16384", 16384**2),
+        ("1_000_000", 1_000_000),
+        ("2k", 2000),
+        ("1G", 10**9),
+    ],
 )
 def test_parse_elements(text, value) -> None:
     assert parse_elements(text) == value
@@ -236,9 +259,23 @@ def test_parse_elements_rejects(text) -> None:
 
 @pytest.mark.parametrize(
     ("text", "cc"),
-    [("P100", 60), ("V100", 70), ("T4", 75), ("A100", 80), ("A10", 86), ("L4", 89), ("L40S", 89),
-     ("H100", 90), ("H200", 90), ("B200", 100), ("GB200", 100), ("sm_60", 60), ("sm_90", 90),
-     ("8.6", 86), ("nvidia a100-sxm4-80gb", 80)],
+    [
+        ("P100", 60),
+        ("V100", 70),
+        ("T4", 75),
+        ("A100", 80),
+        ("A10", 86),
+        ("L4", 89),
+        ("L40S", 89),
+        ("H100", 90),
+        ("H200", 90),
+        ("B200", 100),
+        ("GB200", 100),
+        ("sm_60", 60),
+        ("sm_90", 90),
+        ("8.6", 86),
+        ("nvidia a100-sxm4-80gb", 80),
+    ],
 )
 def test_parse_gpu(text, cc) -> None:
     assert parse_gpu(text)[1] == cc
@@ -281,9 +318,11 @@ def test_the_wording_takes_its_numbers_from_the_threshold_relation(tmp_path) -> 
     default = _assess(tmp_path, BLOCKS_TEMPLATE, elements="50M", gpu="V100")
     assert verdict_reason(default) == "Rule 5: 3 BLOCKS sites on hot paths (three or more)."
     rules = _rules_with(tmp_path, 'threshold("several_blocks", 3).', 'threshold("several_blocks", 4).')
-    rules.write_text(rules.read_text().replace(
-        'threshold("min_compute_capability", 70).', 'threshold("min_compute_capability", 75).'
-    ))
+    rules.write_text(
+        rules.read_text().replace(
+            'threshold("min_compute_capability", 70).', 'threshold("min_compute_capability", 75).'
+        )
+    )
     code = tmp_path / "mod.py"
     changed = assess(code, Context.from_options(elements="50M", gpu="V100"), rules_path=rules)
     assert changed.decision.thresholds["several_blocks"] == 4

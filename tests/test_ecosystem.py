@@ -249,8 +249,10 @@ def test_config_walk_stops_at_the_repository_top(tmp_path: Path) -> None:
 
 def test_config_snake_case_keys_and_integer_elements(tmp_path: Path) -> None:
     p = tmp_path / "pyproject.toml"
-    p.write_text('[tool.cpq]\nelements = 16000000\ncpu_only = true\nextend_exclude = ["gen/"]\n'
-                 'per_file_ignores = {"a.py" = ["r104"]}\n')
+    p.write_text(
+        '[tool.cpq]\nelements = 16000000\ncpu_only = true\nextend_exclude = ["gen/"]\n'
+        'per_file_ignores = {"a.py" = ["r104"]}\n'
+    )
     c = load_config(p)
     assert c.elements == "16000000" and c.cpu_only is True
     assert c.extend_exclude == ["gen/"] and c.per_file_ignores == {"a.py": ["R104"]}
@@ -288,7 +290,7 @@ def test_config_malformed_toml_names_line_and_column(tmp_path: Path) -> None:
     p.write_text('[tool.cpq]\ngpus = 4\nselect = ["R1",\n')
     with pytest.raises(ConfigError, match=r"invalid TOML at line 3, column 16 \(end of file\): Invalid"):
         load_config(p)
-    p.write_text('[tool.cpq]\ngpus = = 4\n')
+    p.write_text("[tool.cpq]\ngpus = = 4\n")
     with pytest.raises(ConfigError, match=r"invalid TOML at line 2, column 8: Invalid value"):
         load_config(p)
 
@@ -338,8 +340,14 @@ def test_config_code_selection_like_ruff() -> None:
 def test_config_command_line_wins() -> None:
     c = Config(elements="16M", gpus=4, gpu="H100", cpu_only=True, pattern="stencil")
     opts = c.context_options(gpus=8, pattern=None)
-    assert opts == {"elements": "16M", "gpus": 8, "nodes": None, "gpu": "H100", "cpu_only": True,
-                    "pattern": "stencil"}
+    assert opts == {
+        "elements": "16M",
+        "gpus": 8,
+        "nodes": None,
+        "gpu": "H100",
+        "cpu_only": True,
+        "pattern": "stencil",
+    }
     assert c.context_options(cpu_only=False)["cpu_only"] is False
     assert Config().context_options()["cpu_only"] is False
     ctx = Context.from_options(**c.context_options(elements="2M"))
@@ -357,7 +365,7 @@ def test_config_drives_a_real_assessment(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- suppressions
 
-SUPPRESSED = '''import numpy as np
+SUPPRESSED = """import numpy as np
 
 
 def f(a, n):
@@ -369,7 +377,7 @@ def f(a, n):
         y = 1  # noqa: E501  # cpq:ignore[R201]
     z = 3  # cpq: ignored -- not a directive
     return out  # cpq: ignore[]
-'''
+"""
 
 
 def test_parse_suppressions_reads_real_comments_only() -> None:
@@ -401,8 +409,13 @@ def test_a_directive_inside_a_string_literal_never_suppresses(prefix: str) -> No
 
 def test_match_suppressions_reports_suppressed_and_unused() -> None:
     sups = {"a.py": parse_suppressions(SUPPRESSED), "b.py": [Suppression(3, None, "old")]}
-    findings = [("R104", "a.py", 7), ("R101", "a.py", 6), ("R104", "a.py", 9), ("R110", "a.py", 9),
-                ("R104", "b.py", 4)]
+    findings = [
+        ("R104", "a.py", 7),
+        ("R101", "a.py", 6),
+        ("R104", "a.py", 9),
+        ("R110", "a.py", 9),
+        ("R104", "b.py", 4),
+    ]
     suppressed, unused = match_suppressions(findings, sups)
     assert suppressed == {("R104", "a.py", 7), ("R104", "a.py", 9), ("R110", "a.py", 9)}
     assert unused == [
@@ -418,9 +431,12 @@ def test_match_suppressions_reports_suppressed_and_unused() -> None:
 
 def test_suppressions_on_a_real_assessment(tmp_path: Path) -> None:
     line = "loss = np.dot(r, r).item()"
-    src = (EXAMPLES / "sync_in_loop.py").read_text().replace(
-        line, f"{line}  # cpq: ignore[R104] -- one scalar per epoch"
-    ).replace("lam_old = lam", "lam_old = lam  # cpq: ignore")
+    src = (
+        (EXAMPLES / "sync_in_loop.py")
+        .read_text()
+        .replace(line, f"{line}  # cpq: ignore[R104] -- one scalar per epoch")
+        .replace("lam_old = lam", "lam_old = lam  # cpq: ignore")
+    )
     target = tmp_path / "solver.py"
     target.write_text(src)
     a = _assess(target, elements="20M")
@@ -486,13 +502,18 @@ def test_baseline_key_normalisation() -> None:
     [
         (None, r"no such file"),
         ("{not json", r"invalid JSON at line 1, column 2"),
-        ('{"schema": "cpq.report/1", "entries": []}',
-         r"expected schema 'cpq.baseline/1', found 'cpq.report/1'"),
+        (
+            '{"schema": "cpq.report/1", "entries": []}',
+            r"expected schema 'cpq.baseline/1', found 'cpq.report/1'",
+        ),
         ("[]", r"expected schema 'cpq.baseline/1', found 'list'"),
         ('{"schema": "cpq.baseline/1"}', r"'entries' must be a list"),
         ('{"schema": "cpq.baseline/1", "entries": [{"code": "R104"}]}', r"entry 0 needs"),
-        ('{"schema": "cpq.baseline/1", "entries": [{"code": "R1", "file": "a", "function": "f", '
-         '"text": "", "count": 0}]}', r"entry 0 needs"),
+        (
+            '{"schema": "cpq.baseline/1", "entries": [{"code": "R1", "file": "a", "function": "f", '
+            '"text": "", "count": 0}]}',
+            r"entry 0 needs",
+        ),
     ],
 )
 def test_baseline_errors_are_one_line(tmp_path: Path, content: str | None, message: str) -> None:
@@ -568,8 +589,10 @@ def test_notebook_bytes_and_nbformat_3() -> None:
         ('{"cells": [1]}', r"'cells' is not a list of objects"),
         ('{"cells": [{"cell_type": "code", "source": 3}]}', r"cell 1: source is neither"),
         ('{"nbformat": 2, "worksheets": []}', r"nbformat 2 is not supported"),
-        (_nb([_code("x <- 1")], kernelspec={"language": "R"}),
-         r"not a Python notebook \(kernel language: r\)"),
+        (
+            _nb([_code("x <- 1")], kernelspec={"language": "R"}),
+            r"not a Python notebook \(kernel language: r\)",
+        ),
     ],
 )
 def test_notebook_errors_say_why(data: str | bytes, message: str) -> None:

@@ -134,9 +134,7 @@ def test_every_derived_tuple_has_a_proof_from_earlier_rounds() -> None:
     for (x, z), i in it.items():
         if (x, z) in edge_set and i == min(it.values()):
             continue
-        witnesses = [
-            y for (a, y), j in it.items() if a == x and j < i and (y, z) in it and it[(y, z)] < i
-        ]
+        witnesses = [y for (a, y), j in it.items() if a == x and j < i and (y, z) in it and it[(y, z)] < i]
         assert witnesses, (x, z)
 
 
@@ -416,8 +414,7 @@ def test_check_errors(text: str, line: int, fragment: str) -> None:
 
 def test_recursion_through_negation_names_cycle() -> None:
     err = error_of(
-        ".decl e(x: number)\n.decl p(x: number)\n.decl q(x: number)\n"
-        "p(X) :- e(X), !q(X).\nq(X) :- p(X).\n"
+        ".decl e(x: number)\n.decl p(x: number)\n.decl q(x: number)\np(X) :- e(X), !q(X).\nq(X) :- p(X).\n"
     )
     assert err.line == 4
     assert "negation" in err.message and "p -> q -> p" in err.message
@@ -429,9 +426,7 @@ def test_recursion_through_aggregation_is_rejected() -> None:
 
 
 def test_aggregate_correlation_must_be_bound_outside() -> None:
-    err = error_of(
-        ".decl e(x: number)\n.decl c(x: number, n: number)\nc(X, N) :- N = count : { e(X) }."
-    )
+    err = error_of(".decl e(x: number)\n.decl c(x: number, n: number)\nc(X, N) :- N = count : { e(X) }.")
     assert err.line == 3 and "'X'" in err.message
 
 
@@ -573,9 +568,7 @@ def test_small_and_large_loads_store_the_same_tuples() -> None:
     assert small.load("n", rows * 2) == len(rows)
     assert large.load("n", rows * 100) == len(rows)
     assert small.load("n", rows[:3]) == 0  # already there: compared with the table
-    assert small.rows("n") == large.rows("n") == sorted(
-        (x, u, s, float(f)) for x, u, s, f in rows
-    )
+    assert small.rows("n") == large.rows("n") == sorted((x, u, s, float(f)) for x, u, s, f in rows)
     with pytest.raises(ValueError):
         small.load("n", [(1, -1, "a", 0.0)])  # not unsigned
 
@@ -613,10 +606,7 @@ def test_load_rejects_bad_values() -> None:
 
 
 def test_runtime_failure_names_the_rule() -> None:
-    text = (
-        '.decl s(x: symbol)\n.decl m(x: symbol)\nm(X) :- s(X), X = "a".\n'
-        'm(X) :- s(X), match("(", X).\n'
-    )
+    text = '.decl s(x: symbol)\n.decl m(x: symbol)\nm(X) :- s(X), X = "a".\nm(X) :- s(X), match("(", X).\n'
     db = Database(parse_program(text, source="r.dl"))
     db.load("s", [("a",)])
     with pytest.raises(DatalogError) as info:
@@ -810,12 +800,17 @@ def test_inline_relations_are_replaced_by_their_rules_and_give_the_same_results(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (".decl e(a: number)\n.decl i(a: number) inline\ni(A) :- e(A).\n.decl r(a: number)\n"
-         "r(A) :- e(A), !i(A).\n", "cannot be negated"),
-        (".decl e(a: number)\n.decl i(a: number) inline\ni(A) :- e(A).\n.decl r(n: number)\n"
-         "r(N) :- N = count : { i(_) }.\n", "inside an aggregate"),
-        (".decl e(a: number)\n.decl i(a: number) inline\ni(A) :- e(A).\ni(A) :- i(A).\n",
-         "is recursive"),
+        (
+            ".decl e(a: number)\n.decl i(a: number) inline\ni(A) :- e(A).\n.decl r(a: number)\n"
+            "r(A) :- e(A), !i(A).\n",
+            "cannot be negated",
+        ),
+        (
+            ".decl e(a: number)\n.decl i(a: number) inline\ni(A) :- e(A).\n.decl r(n: number)\n"
+            "r(N) :- N = count : { i(_) }.\n",
+            "inside an aggregate",
+        ),
+        (".decl e(a: number)\n.decl i(a: number) inline\ni(A) :- e(A).\ni(A) :- i(A).\n", "is recursive"),
         (".decl i(a: number) inline\n.input i\n", "cannot be an .input"),
         (".decl i(a: number) inline\ni(1).\n", "cannot have facts"),
     ],
@@ -910,16 +905,20 @@ def _parse_main(main: Path) -> Program:
 
 
 def test_includes_are_relative_to_the_including_file_and_positions_name_the_file(tmp_path: Path) -> None:
-    main = _files(tmp_path, {
-        "main.dl": '// the entry\n#include "sub/a.dl"\n\n#include "sub/b.dl"\nb(X) :- a(X).\n',
-        "sub/a.dl": '// doc of a\n.decl a(x: number)\na(1).\n#include "b.dl"\n',
-        "sub/b.dl": ".decl b(x: number)\n.output b\n",
-    })
+    main = _files(
+        tmp_path,
+        {
+            "main.dl": '// the entry\n#include "sub/a.dl"\n\n#include "sub/b.dl"\nb(X) :- a(X).\n',
+            "sub/a.dl": '// doc of a\n.decl a(x: number)\na(1).\n#include "b.dl"\n',
+            "sub/b.dl": ".decl b(x: number)\n.output b\n",
+        },
+    )
     program = _parse_main(main)
     assert [r.where for r in program.rules] == ["main.dl:5"]
     assert [f.where for f in program.facts] == ["sub/a.dl:3"]
     assert [(r.name, r.where, r.doc) for r in program.relations.values()] == [
-        ("a", "sub/a.dl:2", "doc of a"), ("b", "sub/b.dl:1", "")  # sub/b.dl included once
+        ("a", "sub/a.dl:2", "doc of a"),
+        ("b", "sub/b.dl:1", ""),  # sub/b.dl included once
     ]
     assert program.source_map is not None and program.source_map.files == ["main.dl", "sub/a.dl", "sub/b.dl"]
     assert "// ---- from sub/a.dl\n\n// doc of a\n" in program.text
@@ -933,10 +932,13 @@ def test_includes_are_relative_to_the_including_file_and_positions_name_the_file
 
 
 def test_errors_in_an_included_file_point_into_it(tmp_path: Path) -> None:
-    main = _files(tmp_path, {
-        "main.dl": '#include "sub/a.dl"\n',
-        "sub/a.dl": ".decl a(x: number)\nb(X) :- a(X).\n",
-    })
+    main = _files(
+        tmp_path,
+        {
+            "main.dl": '#include "sub/a.dl"\n',
+            "sub/a.dl": ".decl a(x: number)\nb(X) :- a(X).\n",
+        },
+    )
     with pytest.raises(DatalogError) as err:
         _parse_main(main)
     assert str(err.value).startswith(f"{tmp_path / 'sub' / 'a.dl'}:2:1: undeclared relation 'b'")
@@ -954,15 +956,21 @@ def test_errors_in_an_included_file_point_into_it(tmp_path: Path) -> None:
     [
         ({"main.dl": '#include "nope.dl"\n'}, r"main\.dl:1:1: cannot #include 'nope\.dl': no such file"),
         ({"main.dl": '\n  #include "sub"\n', "sub/x.dl": ""}, r"main\.dl:2:3: cannot #include 'sub'"),
-        ({"main.dl": '#include "a.dl"\n', "a.dl": '#include "main.dl"\n'},
-         r"a\.dl:1:1: #include cycle: main\.dl -> a\.dl -> main\.dl"),
+        (
+            {"main.dl": '#include "a.dl"\n', "a.dl": '#include "main.dl"\n'},
+            r"a\.dl:1:1: #include cycle: main\.dl -> a\.dl -> main\.dl",
+        ),
         ({"main.dl": '#include "a.dl"\n', "a.dl": '#include "a.dl"\n'}, r"#include cycle: a\.dl -> a\.dl"),
-        ({"main.dl": '#include "../out.dl"\n'},
-         r"main\.dl:1:1: #include '\.\./out\.dl' leaves the folder of main\.dl"),
-        ({"main.dl": '#include "sub/a.dl"\n', "sub/a.dl": '#include "../../x.dl"\n'},
-         r"sub/a\.dl:1:1: #include '\.\./\.\./x\.dl' leaves the folder"),
+        (
+            {"main.dl": '#include "../out.dl"\n'},
+            r"main\.dl:1:1: #include '\.\./out\.dl' leaves the folder of main\.dl",
+        ),
+        (
+            {"main.dl": '#include "sub/a.dl"\n', "sub/a.dl": '#include "../../x.dl"\n'},
+            r"sub/a\.dl:1:1: #include '\.\./\.\./x\.dl' leaves the folder",
+        ),
         ({"main.dl": '#include "/etc/passwd"\n'}, r"#include of an absolute path '/etc/passwd'"),
-        ({"main.dl": "#include <a.dl>\n"}, r'main\.dl:1:1: #include needs a file in double quotes'),
+        ({"main.dl": "#include <a.dl>\n"}, r"main\.dl:1:1: #include needs a file in double quotes"),
     ],
 )
 def test_include_errors(tmp_path: Path, files: dict[str, str], message: str) -> None:
@@ -980,13 +988,16 @@ def test_includes_read_through_a_reader_and_a_text_without_includes_is_its_own_j
 
 
 def test_a_star_folder_includes_that_file_of_every_folder_in_name_order(tmp_path: Path) -> None:
-    main = _files(tmp_path, {
-        "main.dl": '.decl code(c: symbol)\n.output code\n#include "codes/*/rules.dl"\n',
-        "codes/R2/rules.dl": 'code("R2").\n',
-        "codes/R1/rules.dl": 'code("R1").\n',
-        "codes/R3/doc.md": "a folder without the file is passed over\n",
-        "codes/.hidden/rules.dl": 'code("hidden").\n',
-    })
+    main = _files(
+        tmp_path,
+        {
+            "main.dl": '.decl code(c: symbol)\n.output code\n#include "codes/*/rules.dl"\n',
+            "codes/R2/rules.dl": 'code("R2").\n',
+            "codes/R1/rules.dl": 'code("R1").\n',
+            "codes/R3/doc.md": "a folder without the file is passed over\n",
+            "codes/.hidden/rules.dl": 'code("hidden").\n',
+        },
+    )
     program = _parse_main(main)
     assert [f.where for f in program.facts] == ["codes/R1/rules.dl:1", "codes/R2/rules.dl:1"]
     # the joined text names each file: Soufflé reads it with the pattern expanded

@@ -57,8 +57,14 @@ def test_grade_script_through_the_cli(tmp_path) -> None:
     cpq = shutil.which("cpq")
     command = cpq if cpq else f"{sys.executable} -m cpq"
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES.parent / "grade.py"), str(EXAMPLES / "expected.json"),
-         str(EXAMPLES), "--cpq", command],
+        [
+            sys.executable,
+            str(EXAMPLES.parent / "grade.py"),
+            str(EXAMPLES / "expected.json"),
+            str(EXAMPLES),
+            "--cpq",
+            command,
+        ],
         capture_output=True,
         text=True,
         timeout=600,

@@ -27,6 +27,7 @@ def rule_line(file: str, line: int) -> str:
     """Line `line` of the shipped rules file `file` ("rules/arrays.dl")."""
     return (PACKAGE / file).read_text(encoding="utf-8").splitlines()[line - 1]
 
+
 CHAIN = """\
 import numpy as np
 
@@ -375,4 +376,4 @@ def test_a_rule_that_reads_an_inline_relation_says_so_in_its_proof(examples: Ass
     root = prove(examples, "finding", ("R104", "sync_in_loop.py", 12, "descend"))
     text = render_text(root)
     assert "loc(N, F, L, Q), !disabled(C, F).  (inline: loc at rules/locations.dl:" in text
-    assert "  node(n" in text and '  scope(n' in text
+    assert "  node(n" in text and "  scope(n" in text

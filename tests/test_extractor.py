@@ -197,8 +197,7 @@ def test_self_method_resolves_to_the_class_method() -> None:
     assert callee_at(rows, 7) == ["m.C.method"]
     assert ("method", "m.C.method") in {(n, q) for _f, n, q in rel(rows, "function_def")}
     scopes = {q: k for _s, k, q, *_ in rel(rows, "scope")}
-    assert scopes == {"<module>": "module", "C": "class", "C.method": "function",
-                      "C.other": "function"}
+    assert scopes == {"<module>": "module", "C": "class", "C.method": "function", "C.other": "function"}
 
 
 def test_method_call_on_a_value_records_the_receiver() -> None:
@@ -303,7 +302,10 @@ def test_loop_kinds_iterables_and_targets() -> None:
     lines = line_of(rows)
     loops = {lines[lp]: (kind, it, tgt, end) for lp, kind, it, tgt, end in rel(rows, "loop")}
     assert sorted((ln, v[0]) for ln, v in loops.items()) == [
-        (3, "for"), (4, "while"), (6, "comprehension"), (7, "comprehension"),
+        (3, "for"),
+        (4, "while"),
+        (6, "comprehension"),
+        (7, "comprehension"),
     ]
     kind, it, target, end = loops[3]
     assert kinds[it] == "call" and callee_at(rows, 3) == ["builtins.range"]
@@ -579,7 +581,12 @@ def test_branch_test_kinds() -> None:
     kinds = kind_of(rows)
     tests = sorted((lines[s], kind) for s, _e, kind in rel(rows, "branch_test"))
     assert tests == [
-        (3, "if"), (5, "elif"), (7, "ifexp"), (8, "assert"), (9, "while"), (11, "comp_if"),
+        (3, "if"),
+        (5, "elif"),
+        (7, "ifexp"),
+        (8, "assert"),
+        (9, "while"),
+        (11, "comp_if"),
     ]
     [if_test] = [e for _s, e, k in rel(rows, "branch_test") if k == "if"]
     assert kinds[if_test] == "comparison_operator"
@@ -642,9 +649,7 @@ def test_newer_syntax_is_extracted() -> None:
     )
     functions = {q for _f, _n, q in rel(rows, "function_def")}
     assert functions == {"m.first", "m.Box.get"}
-    assert [(i, name, ann) for _f, i, name, ann in rel(rows, "param") if name == "x"] == [
-        (0, "x", "T")
-    ]
+    assert [(i, name, ann) for _f, i, name, ann in rel(rows, "param") if name == "x"] == [(0, "x", "T")]
     assert "type_alias" in set(kind_of(rows).values())
     assert "match" in set(kind_of(rows).values())
     # assignments inside the case bodies are extracted, in the function's scope
@@ -657,5 +662,3 @@ def test_source_file_row() -> None:
     rows = facts("x = 1\ny = 2\n", relpath="sub/mod.py")
     assert rel(rows, "source_file") == [("sub/mod.py", "sub.mod", 2)]
     assert rel(rows, "scope")[0] == (0, "module", "<module>", "sub/mod.py", 1, 2)
-
-

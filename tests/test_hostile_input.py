@@ -137,7 +137,10 @@ def test_hostile_notebooks_leave_the_rest_assessed_in_time(notebook_run) -> None
     # good, long_sum and deep_unary as .py and .ipynb, and many_magics.ipynb
     assert report["files"]["assessed"] == 7
     assert set(report["files"]["notebooks"]) == {
-        "good.ipynb", "long_sum.ipynb", "deep_unary.ipynb", "many_magics.ipynb"
+        "good.ipynb",
+        "long_sum.ipynb",
+        "deep_unary.ipynb",
+        "many_magics.ipynb",
     }
     assert seconds < 60, f"{seconds:.1f}s"
 
@@ -160,8 +163,18 @@ def test_magics_inside_strings_and_brackets_stay_python() -> None:
     cell = 's = """\n%s\n"""\nx = (1\n%2)\ny = \'\\\n!a\'\n!ls\nz = f(")" + \'(\')  # (\n%time f(x)'
     nb = notebook_to_source(notebook(cell))
     assert nb.skipped_cells == []
-    assert nb.text.splitlines() == ['s = """', "%s", '"""', "x = (1", "%2)", "y = '\\", "!a'", "pass",
-                                    'z = f(")" + \'(\')  # (', "f(x)"]
+    assert nb.text.splitlines() == [
+        's = """',
+        "%s",
+        '"""',
+        "x = (1",
+        "%2)",
+        "y = '\\",
+        "!a'",
+        "pass",
+        "z = f(\")\" + '(')  # (",
+        "f(x)",
+    ]
 
 
 # -- .py files -------------------------------------------------------------------------------------

@@ -235,9 +235,11 @@ def test_after_each_small_edit_the_results_are_updated_and_match_a_run_without_c
     edits = [
         lambda: wave.write_text(text + "\n_edit = 1\n"),  # appended: the file keeps its ids
         # inserted near the top: every later line and id of the file moves
-        lambda: wave.write_text("import numpy as np\n\ndef first(a: np.ndarray):\n"
-                                "    for i in range(a.shape[0]):\n        a[i] = a[i - 1] * 2\n"
-                                "    return a\n" + wave.read_text()),
+        lambda: wave.write_text(
+            "import numpy as np\n\ndef first(a: np.ndarray):\n"
+            "    for i in range(a.shape[0]):\n        a[i] = a[i - 1] * 2\n"
+            "    return a\n" + wave.read_text()
+        ),
         lambda: (tree / "extra.py").write_text(
             "import numpy as np\nfrom wave_equation import first\n\n"
             "def use(n):\n    b = first(np.zeros(n))\n    for k in range(len(b)):\n"

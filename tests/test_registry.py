@@ -26,7 +26,8 @@ def test_every_code_folder_has_rules_whose_code_info_is_its_own_code() -> None:
 
 def test_every_site_rule_lives_in_its_own_code_folder() -> None:
     site = load_program().rules_for("site")
-    misplaced = [rule.where for rule in site
-                 if rule.file != f"rules/codes/{_code_named(rule.head.args[0])}/rules.dl"]
+    misplaced = [
+        rule.where for rule in site if rule.file != f"rules/codes/{_code_named(rule.head.args[0])}/rules.dl"
+    ]
     assert site and misplaced == []
     assert {_code_named(rule.head.args[0]) for rule in site} == set(registry())

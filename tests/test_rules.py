@@ -52,7 +52,7 @@ FIXTURES = {
 }
 
 # What is not one code's: import aliases that every rule must see through.
-ALIASES = '''\
+ALIASES = """\
 import numpy as np
 from numpy import sum as npsum
 from numpy import zeros
@@ -73,10 +73,10 @@ def alias_sum_as(a):
 def alias_xp(n):
     b = xp.ones(n)
     return b[::2]  # expect: R106
-'''
+"""
 
 # `import cupynumeric as np` counts like numpy.
-CUPYNUMERIC = '''\
+CUPYNUMERIC = """\
 import cupynumeric as np
 
 
@@ -86,10 +86,10 @@ def cn_loop(n):
     for i in range(a.shape[0]):
         out[i] = a[i] + 1.0  # expect: R101
     return sum(out), np.sum(a)  # expect: R110, R002
-'''
+"""
 
 # A hot path through two calls across two modules: driver -> kernels.step -> helpers.measure.
-PKG_DRIVER = '''\
+PKG_DRIVER = """\
 import numpy as np
 
 from . import helpers
@@ -101,18 +101,18 @@ def run(n, n_steps):
     for _ in range(n_steps):
         u = step(u)
     return helpers.final_norm(u)
-'''
+"""
 
-PKG_KERNELS = '''\
+PKG_KERNELS = """\
 from .helpers import measure
 
 
 def step(u):
     scale = measure(u)
     return u * scale
-'''
+"""
 
-PKG_HELPERS = '''\
+PKG_HELPERS = """\
 import numpy as np
 
 
@@ -122,7 +122,7 @@ def measure(u: np.ndarray):
 
 def final_norm(u: np.ndarray):  # reject: R104
     return float(np.linalg.norm(u))
-'''
+"""
 
 PROJECT = {
     **FIXTURES,
@@ -176,8 +176,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Assessment:
 
 def found(result: Assessment, file: str, function: str, code: str) -> list[int]:
     return sorted(
-        f.line for f in result.findings
-        if f.file == file and f.function == function and f.code == code
+        f.line for f in result.findings if f.file == file and f.function == function and f.code == code
     )
 
 
@@ -193,8 +192,7 @@ def test_project_is_assessed_whole(project: Assessment) -> None:
 def test_expected_finding(project: Assessment, mark: Mark) -> None:
     lines = found(project, mark.file, mark.function, mark.code)
     assert mark.line in lines, (
-        f"{mark.code} expected at {mark.file}:{mark.line} in {mark.function}; "
-        f"{mark.code} there: {lines}"
+        f"{mark.code} expected at {mark.file}:{mark.line} in {mark.function}; {mark.code} there: {lines}"
     )
 
 
@@ -205,8 +203,7 @@ def test_rejected_finding(project: Assessment, mark: Mark) -> None:
         assert lines == [], f"{mark.code} must not be reported in {mark.function}: {lines}"
     else:
         hits = [
-            f for f in project.findings
-            if f.file == mark.file and f.line == mark.line and f.code == mark.code
+            f for f in project.findings if f.file == mark.file and f.line == mark.line and f.code == mark.code
         ]
         assert hits == [], f"{mark.code} must not be reported at {mark.file}:{mark.line}"
 
@@ -270,9 +267,7 @@ def test_scales_reported_once_per_function(project: Assessment) -> None:
 
 
 def test_r104_hot_through_two_calls_across_modules(project: Assessment) -> None:
-    [finding] = [
-        f for f in project.findings if f.code == "R104" and f.file == "pkg/helpers.py"
-    ]
+    [finding] = [f for f in project.findings if f.code == "R104" and f.file == "pkg/helpers.py"]
     assert finding.function == "measure"
     assert finding.hot and finding.counts
     assert "float(" in finding.source_line
@@ -282,7 +277,8 @@ def test_boundary_conversion_is_not_hot(project: Assessment) -> None:
     # float(np.sum(a)) after the loop: a boundary value, neither R104 nor on the hot path
     assert found(project, "r104.py", "r104_neg_boundary", "R104") == []
     r002 = [
-        f for f in project.findings
+        f
+        for f in project.findings
         if f.file == "r104.py" and f.function == "r104_neg_boundary" and f.code == "R002"
     ]
     assert r002 and not r002[0].hot
@@ -301,7 +297,7 @@ def test_r108_counts_although_at_module_level(project: Assessment) -> None:
 
 # -- R304 needs several GPUs ------------------------------------------------------------------
 
-RANDOM_ONE_GPU = '''\
+RANDOM_ONE_GPU = """\
 import numpy as np
 
 
@@ -309,7 +305,7 @@ def draws(n):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n)
     return x + np.random.rand(n)
-'''
+"""
 
 
 def test_r304_not_reported_on_one_gpu(tmp_path: Path) -> None:
@@ -329,7 +325,7 @@ def test_r304_reported_on_several_gpus(tmp_path: Path) -> None:
 
 # -- verdicts ---------------------------------------------------------------------------------
 
-THREE_BLOCKS = '''\
+THREE_BLOCKS = """\
 import numpy as np
 
 
@@ -343,9 +339,9 @@ def total(a: np.ndarray):
 
 def fortran(a: np.ndarray, n, m):
     return a.reshape(n, m, order="F")
-'''
+"""
 
-TWO_BLOCKS = '''\
+TWO_BLOCKS = """\
 import numpy as np
 
 
@@ -355,9 +351,9 @@ def evens(a: np.ndarray):
 
 def total(a: np.ndarray):
     return sum(a)
-'''
+"""
 
-MPI_ONLY = '''\
+MPI_ONLY = """\
 import numpy as np
 from mpi4py import MPI
 
@@ -366,9 +362,9 @@ def reduce_all(a: np.ndarray):
     out = np.empty_like(a)
     MPI.COMM_WORLD.Allreduce(a, out)
     return out
-'''
+"""
 
-REFACTOR_ONLY = '''\
+REFACTOR_ONLY = """\
 import numpy as np
 
 
@@ -378,9 +374,9 @@ def diffuse(u: np.ndarray, n_steps):
         tmp[1:-1] = 0.5 * (u[:-2] + u[2:])
         u[:] = tmp
     return u
-'''
+"""
 
-CLEAN = '''\
+CLEAN = """\
 import numpy as np
 
 
@@ -390,15 +386,18 @@ def diffuse(u: np.ndarray, n_steps):
         tmp[1:-1] = 0.5 * (u[:-2] + u[2:])
         u[:] = tmp
     return u
-'''
+"""
 
 # CLEAN plus a library function (nothing calls it) using np.interp, which the manifest marks
 # not implemented.
-CLEAN_WITH_INTERP = CLEAN + '''
+CLEAN_WITH_INTERP = (
+    CLEAN
+    + """
 
 def resample(x: np.ndarray, xp: np.ndarray, fp: np.ndarray):
     return np.interp(x, xp, fp)
-'''
+"""
+)
 
 
 @pytest.mark.parametrize(
@@ -412,9 +411,7 @@ def resample(x: np.ndarray, xp: np.ndarray, fp: np.ndarray):
         pytest.param(CLEAN_WITH_INTERP, "LIGHT REFACTOR", 9, 0, 0, id="interp-demotes"),
     ],
 )
-def test_verdict(
-    tmp_path: Path, source: str, verdict: str, rule: int, blocks: int, refactor: int
-) -> None:
+def test_verdict(tmp_path: Path, source: str, verdict: str, rule: int, blocks: int, refactor: int) -> None:
     path = tmp_path / "code.py"
     path.write_text(source)
     result = assess(path, Context.from_options(elements="50M", gpus=1))

@@ -53,8 +53,9 @@ def test_rules_dl_includes_every_topic_file_and_every_code_folder_once() -> None
 
 def test_every_rule_fact_and_relation_knows_its_file_and_line() -> None:
     program = load_program()
-    texts = {file: (PACKAGE / file).read_text(encoding="utf-8").splitlines() for file in
-             program.source_map.files}  # type: ignore[union-attr]
+    texts = {
+        file: (PACKAGE / file).read_text(encoding="utf-8").splitlines() for file in program.source_map.files
+    }  # type: ignore[union-attr]
     for rule in program.rules:
         assert texts[rule.file][rule.line - 1].strip() in rule.text, rule.where
     for fact in program.facts:
@@ -101,7 +102,8 @@ def test_the_export_is_a_rules_file_cpq_runs_with_the_same_findings(tmp_path: Pa
     assert shipped.db is not None and exported.db is not None
     assert sorted(shipped.db.rows("finding")) == sorted(exported.db.rows("finding"))
     assert (shipped.decision.verdict, shipped.decision.verdict_rule) == (
-        exported.decision.verdict, exported.decision.verdict_rule
+        exported.decision.verdict,
+        exported.decision.verdict_rule,
     )
 
 

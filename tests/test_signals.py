@@ -171,9 +171,7 @@ def _stop(proc: subprocess.Popen[bytes], signum: int, group: bool, times: int = 
     return time.monotonic() - sent
 
 
-def _assert_clean_exit(
-    proc: subprocess.Popen[bytes], signum: int, latency: float, phase: str
-) -> None:
+def _assert_clean_exit(proc: subprocess.Popen[bytes], signum: int, latency: float, phase: str) -> None:
     print(f"\n{signal.Signals(signum).name} {phase}: exited in {latency:.3f} s")
     deadline = time.monotonic() + EXIT_WITHIN_S
     while _alive_in_group(proc.pid) and time.monotonic() < deadline:
@@ -214,8 +212,14 @@ def test_signal_during_evaluation(
     group: bool,
 ) -> None:
     proc = start(
-        "assess", str(big_tree), "--rules", str(slow_rules), "--cache-dir", str(tmp_path / "store"),
-        "--jobs", "2",
+        "assess",
+        str(big_tree),
+        "--rules",
+        str(slow_rules),
+        "--cache-dir",
+        str(tmp_path / "store"),
+        "--jobs",
+        "2",
     )
     _after_extraction(proc)
     time.sleep(0.5)  # into the evaluation: the slow rule takes far longer
@@ -284,9 +288,7 @@ def test_kill_9_takes_the_workers_down(
     assert not list(store.glob("*.partial*"))
 
 
-def test_closed_stdout_ends_quietly(
-    start: Callable[..., subprocess.Popen[bytes]], big_tree: Path
-) -> None:
+def test_closed_stdout_ends_quietly(start: Callable[..., subprocess.Popen[bytes]], big_tree: Path) -> None:
     """`cpq assess . | head -1`: the report's reader goes away after a line."""
     proc = start("assess", str(big_tree), "--no-cache", "-f", "json")
     assert proc.stdout is not None

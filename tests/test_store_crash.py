@@ -107,8 +107,10 @@ def _mismatch(cached: dict[str, Any], reference: dict[str, Any]) -> str:
     out = []
     for key in sorted(set(cached) | set(reference)):
         if cached.get(key) != reference.get(key):
-            out.append(f"{key}:\n  with the store: {json.dumps(cached.get(key))[:1500]}\n"
-                       f"  --no-cache:     {json.dumps(reference.get(key))[:1500]}")
+            out.append(
+                f"{key}:\n  with the store: {json.dumps(cached.get(key))[:1500]}\n"
+                f"  --no-cache:     {json.dumps(reference.get(key))[:1500]}"
+            )
     return "\n".join(out)
 
 
@@ -204,7 +206,11 @@ def test_a_run_killed_at_a_random_moment_leaves_a_store_the_next_runs_use_or_reb
         delay = rng.uniform(0, usual)
         # Its own process group: the kill takes extraction workers down with it, as a crash would.
         proc = subprocess.Popen(
-            _command(tree), env=_env(xdg), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            _command(tree),
+            env=_env(xdg),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             start_new_session=True,
         )
         time.sleep(delay)

@@ -304,7 +304,7 @@ CONTEXT_VALUES: dict[str, list[str | None]] = {
 # (query, its variables that hold node ids)
 QUERIES: list[tuple[str, tuple[str, ...]]] = [
     ("finding(C, F, L, Fn)", ()),
-    ('call(C, Fn, Callee), node(C, K, S, L)', ("C", "Fn", "S")),
+    ("call(C, Fn, Callee), node(C, K, S, L)", ("C", "Fn", "S")),
     ("node(N, K, S, L)", ("N", "S")),
     ("hot_function(G), function_def(G, Name, Q)", ("G",)),
     ("scope(S, K, Q, F, L, E)", ("S",)),
@@ -398,7 +398,13 @@ def edit_lines(text: str, index: int, op: str, extra: str = "") -> str:
 
 
 LINE_OPS = [
-    "change a number", "trailing comment", "suppress", "unsuppress", "delete", "duplicate", "dedent",
+    "change a number",
+    "trailing comment",
+    "suppress",
+    "unsuppress",
+    "delete",
+    "duplicate",
+    "dedent",
     "replace",
 ]
 MODES = st.integers(0, 3).map(lambda i: i == 3)  # True: a subprocess run
@@ -771,10 +777,24 @@ class StoreMachine(RuleBasedStateMachine):
     # the store has gone wrong) more often than the others, and first: Hypothesis shrinks
     # towards the first.
     EDIT_CHOICES = [
-        "insert at the top", "NumPy <-> pure Python", "add a file", "append", "edit a line",
-        "insert at the top", "NumPy <-> pure Python", "add a file", "append", "edit a line",
-        "remove a file", "rename a file", "empty a file", "rewrite unchanged", "edit a notebook",
-        "context options", "configuration", "delete caches",
+        "insert at the top",
+        "NumPy <-> pure Python",
+        "add a file",
+        "append",
+        "edit a line",
+        "insert at the top",
+        "NumPy <-> pure Python",
+        "add a file",
+        "append",
+        "edit a line",
+        "remove a file",
+        "rename a file",
+        "empty a file",
+        "rewrite unchanged",
+        "edit a notebook",
+        "context options",
+        "configuration",
+        "delete caches",
     ]
 
     # -- runs and checks ----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from markers import Mark, read_marks
 from cpq.config.context import Context
 from cpq.pipeline.assessment import Assessment, assess
 
-FLOW = '''\
+FLOW = """\
 import numpy as np
 
 
@@ -37,9 +37,9 @@ def array_after_list(n):
     xs = np.array(xs)
     for v in xs:  # expect: R103
         print(v)
-'''
+"""
 
-SCALARS = '''\
+SCALARS = """\
 import numpy as np
 
 
@@ -58,9 +58,9 @@ def converge(r: np.ndarray, tol):
     while np.linalg.norm(r) > tol:  # expect: R105
         r = r * 0.5
     return r
-'''
+"""
 
-HOST_DEVICE = '''\
+HOST_DEVICE = """\
 import cupynumeric as np
 import numpy as host_np
 
@@ -75,9 +75,9 @@ def step(u, xs, n_steps):
 
 
 step(np.zeros(10), host_np.ones(3), 5)
-'''
+"""
 
-DEAD_CODE = '''\
+DEAD_CODE = """\
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -94,9 +94,9 @@ def run(n):
     for i in range(len(a)):
         a[i] = 2.0  # expect: R101
     return a
-'''
+"""
 
-MPI_LIVE = '''\
+MPI_LIVE = """\
 import numpy as np
 from mpi4py import MPI  # expect: R108
 
@@ -105,9 +105,9 @@ def exchange(n):
     u = np.zeros(n)
     MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, u)
     return u
-'''
+"""
 
-CLOSURES = '''\
+CLOSURES = """\
 import numpy as np
 
 
@@ -131,9 +131,9 @@ def outer_list(n, n_steps):
     for _ in range(n_steps):
         total()
     return a
-'''
+"""
 
-ATTRIBUTES = '''\
+ATTRIBUTES = """\
 import numpy as np
 
 
@@ -160,9 +160,9 @@ def drive(n):
     for _ in range(10):
         s.speeds()
         s.labels()
-'''
+"""
 
-RETURNS = '''\
+RETURNS = """\
 import numpy as np
 
 
@@ -218,9 +218,9 @@ def mixed(flag):
 def use_mixed(flag):  # reject: R103
     for v in mixed(flag):
         print(v)
-'''
+"""
 
-MODULE_PARAM = '''\
+MODULE_PARAM = """\
 import numpy
 
 
@@ -247,9 +247,9 @@ def run_lib(lib, n, n_steps):  # reject: R104
 
 run(numpy, 64, 10)
 run_backend(numpy, 64, 10)
-'''
+"""
 
-CALL_SITES = '''\
+CALL_SITES = """\
 import numpy as np
 
 
@@ -283,9 +283,9 @@ smooth(np.zeros(100), np.zeros(100))
 smooth_lists([0.0] * 100, [0.0] * 100)
 doubled(np.zeros(100))
 doubled(float(3))  # a number at one call site, an array at another: still an array
-'''
+"""
 
-SIGNATURES = '''\
+SIGNATURES = """\
 import numpy as np
 
 
@@ -319,9 +319,9 @@ def caller(n):
         spaced(u, u.max())
         scaled(u, 2)
         scaled_by_array(u, u.max())
-'''
+"""
 
-SCIPY_VALUES = '''\
+SCIPY_VALUES = """\
 import numpy as np
 from scipy.ndimage import find_objects, gaussian_filter, label
 from scipy.optimize import minimize
@@ -356,9 +356,9 @@ def smoothed(im, n_steps):
         if im.max() > 1.0:  # expect: R105
             im = im / 2.0
     return im
-'''
+"""
 
-CALLBACKS = '''\
+CALLBACKS = """\
 import matplotlib.animation as animation
 import numpy as np
 
@@ -374,9 +374,9 @@ def make(fig, n):
 
     animation.FuncAnimation(fig, update, frames=100)
     once(0)
-'''
+"""
 
-UFUNCS = '''\
+UFUNCS = """\
 import numpy as np
 
 
@@ -387,9 +387,9 @@ def table(a: np.ndarray, b: np.ndarray, idx):
     a.shape = (a.size,)  # gap: numpy.ndarray.shape=
     c = np.add(a, b)  # nogap: numpy.add
     return t, s, m, c
-'''
+"""
 
-BLIND_SPOTS = '''\
+BLIND_SPOTS = """\
 import numpy as np
 
 
@@ -400,14 +400,14 @@ def blind(items, n):
     for w in [1, 2, 3]:  # resolved: loop
         a *= w
     return a
-'''
+"""
 
 # No array work in this file; its loops are not counted as blind spots.
-PLAIN = '''\
+PLAIN = """\
 def names(items):
     for v in items:  # resolved: loop
         print(v)
-'''
+"""
 
 PROJECT = {
     "flow.py": FLOW,
@@ -432,11 +432,7 @@ MARKS = read_marks(PROJECT)
 
 
 def _params(*kinds: str) -> list:
-    return [
-        pytest.param(m, id=f"{m.kind}-{m.code}-{m.file}:{m.line}")
-        for m in MARKS
-        if m.kind in kinds
-    ]
+    return [pytest.param(m, id=f"{m.kind}-{m.code}-{m.file}:{m.line}") for m in MARKS if m.kind in kinds]
 
 
 @pytest.fixture(scope="module")
@@ -455,7 +451,8 @@ def test_every_file_is_assessed(project: Assessment) -> None:
 @pytest.mark.parametrize("mark", _params("expect"))
 def test_expected_finding(project: Assessment, mark: Mark) -> None:
     lines = [
-        f.line for f in project.findings
+        f.line
+        for f in project.findings
         if f.file == mark.file and f.function == mark.function and f.code == mark.code
     ]
     assert mark.line in lines, f"{mark.code} expected at {mark.file}:{mark.line}; there: {lines}"
@@ -464,8 +461,10 @@ def test_expected_finding(project: Assessment, mark: Mark) -> None:
 @pytest.mark.parametrize("mark", _params("reject"))
 def test_rejected_finding(project: Assessment, mark: Mark) -> None:
     hits = [
-        f for f in project.findings
-        if f.file == mark.file and f.code == mark.code
+        f
+        for f in project.findings
+        if f.file == mark.file
+        and f.code == mark.code
         and (f.function == mark.function if mark.whole_function else f.line == mark.line)
     ]
     assert hits == [], f"{mark.code} must not be reported at {mark.file}:{mark.line}"
@@ -506,7 +505,10 @@ def _assess_json(tmp_path: Path, text: str, *args: str) -> dict:
     (tmp_path / "main.py").write_text(text)
     out = subprocess.run(
         [sys.executable, "-m", "cpq", "assess", str(tmp_path), "--no-cache", "--format", "json", *args],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert out.returncode in (0, 1), out.stderr
     return json.loads(out.stdout)
@@ -514,29 +516,35 @@ def _assess_json(tmp_path: Path, text: str, *args: str) -> dict:
 
 def test_recursive_call_with_a_counted_down_constant_ends(tmp_path: Path) -> None:
     """f(n - 1) inside f must not make n take every value below 10 (nor loop for ever)."""
-    report = _assess_json(tmp_path, (
-        "import numpy as np\n\n\n"
-        "def countdown(n):\n"
-        "    if n > 0:\n"
-        "        return countdown(n - 1)\n"
-        "    return np.zeros((n, n))\n\n\n"
-        "countdown(4096)\n"
-    ))
+    report = _assess_json(
+        tmp_path,
+        (
+            "import numpy as np\n\n\n"
+            "def countdown(n):\n"
+            "    if n > 0:\n"
+            "        return countdown(n - 1)\n"
+            "    return np.zeros((n, n))\n\n\n"
+            "countdown(4096)\n"
+        ),
+    )
     assert report["context"]["elements"]["source"] in ("inferred", "default")
 
 
 def test_a_name_whose_value_reads_itself_ends(tmp_path: Path) -> None:
     """`x = x + 1` bound once (at module or class level, or over several lines) has no
     constant value: the arithmetic on constants must not chase it for ever."""
-    report = _assess_json(tmp_path, (
-        "import numpy as np\n\n"
-        "LIMIT = LIMIT + 1\n"
-        "total = (1 +\n    total)\n\n\n"
-        "class Grid:\n"
-        "    n = n * 2\n\n\n"
-        "def solve():\n"
-        "    return np.zeros((LIMIT, total))\n"
-    ))
+    report = _assess_json(
+        tmp_path,
+        (
+            "import numpy as np\n\n"
+            "LIMIT = LIMIT + 1\n"
+            "total = (1 +\n    total)\n\n\n"
+            "class Grid:\n"
+            "    n = n * 2\n\n\n"
+            "def solve():\n"
+            "    return np.zeros((LIMIT, total))\n"
+        ),
+    )
     assert report["context"]["elements"]["source"] == "default"
 
 
@@ -548,11 +556,9 @@ def test_test_data_does_not_size_the_problem(tmp_path: Path) -> None:
         "    for _ in range(3):\n"
         "        step(np.zeros((500, 4)))\n"
     )
-    report = _assess_json(tmp_path, (
-        "import numpy as np\n\n\n"
-        "def step(u):\n"
-        "    return u * 2.0 + np.roll(u, 1)\n"
-    ))
+    report = _assess_json(
+        tmp_path, ("import numpy as np\n\n\ndef step(u):\n    return u * 2.0 + np.roll(u, 1)\n")
+    )
     assert report["context"]["elements"]["source"] == "default"
 
 
@@ -583,18 +589,21 @@ def test_a_small_fixed_size_beside_an_unsized_hot_array_is_not_the_size(tmp_path
 
 
 def test_size_from_call_site_constants_not_from_a_plot(tmp_path: Path) -> None:
-    report = _assess_json(tmp_path, (
-        "import numpy as np\n\n\n"
-        "def solve(n, steps):\n"
-        "    u = np.zeros((n, n))\n"
-        "    for _ in range(steps):\n"
-        "        u[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])\n"
-        "    return u\n\n\n"
-        "def plot(u):\n"
-        "    x = np.linspace(0.0, 1.0, 2500)\n"
-        "    return x, u\n\n\n"
-        "plot(solve(8192, 100))\n"
-    ))
+    report = _assess_json(
+        tmp_path,
+        (
+            "import numpy as np\n\n\n"
+            "def solve(n, steps):\n"
+            "    u = np.zeros((n, n))\n"
+            "    for _ in range(steps):\n"
+            "        u[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])\n"
+            "    return u\n\n\n"
+            "def plot(u):\n"
+            "    x = np.linspace(0.0, 1.0, 2500)\n"
+            "    return x, u\n\n\n"
+            "plot(solve(8192, 100))\n"
+        ),
+    )
     elements = report["context"]["elements"]
     assert elements["source"] == "inferred"
     assert elements["value"] == 8192 * 8192
@@ -615,17 +624,22 @@ def test_pure_python_grid_beside_array_code_is_assessed(tmp_path: Path) -> None:
         "                grid[r][c] = 0.25 * (grid[r - 1][c] + grid[r + 1][c])\n"
         "    return grid\n"
     )
-    report = _assess_json(tmp_path, (
-        "import numpy as np\n\n\n"
-        "def main(n):\n"
-        "    for _ in range(10):\n"
-        "        u = np.ones(n) * 2.0\n"
-        "    return u\n"
-    ))
+    report = _assess_json(
+        tmp_path,
+        (
+            "import numpy as np\n\n\n"
+            "def main(n):\n"
+            "    for _ in range(10):\n"
+            "        u = np.ones(n) * 2.0\n"
+            "    return u\n"
+        ),
+    )
     assert report["files"]["assessed"] == 2
     fact_rows = subprocess.run(
-        [sys.executable, "-m", "cpq", "query", LOOP_FILES,
-         str(tmp_path)],
-        capture_output=True, text=True, timeout=300, check=False,
+        [sys.executable, "-m", "cpq", "query", LOOP_FILES, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert "grid.py" in fact_rows.stdout, fact_rows.stdout + fact_rows.stderr

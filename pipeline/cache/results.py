@@ -198,8 +198,10 @@ def save(
         os.replace(trust.seal_path(partial), trust.seal_path(target))
         # A rename changes the file's ctime, nothing else: the identity to check from now on.
         moved = trust.identity(target)
-        if moved is None or moved.changed_ns < identity.changed_ns or identity != replace(
-            moved, changed_ns=identity.changed_ns
+        if (
+            moved is None
+            or moved.changed_ns < identity.changed_ns
+            or identity != replace(moved, changed_ns=identity.changed_ns)
         ):
             raise trust.Untrusted(f"{target.name} changed while it was saved")
         identity = moved
