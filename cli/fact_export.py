@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..facts.packing import FactSet
 from ..facts.schema import INPUT_RELATIONS
-from ..facts.store import FactSet
 
 
 def _field(value: object) -> str:

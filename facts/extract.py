@@ -338,7 +338,7 @@ class FileExtractor:
         self._attr_obj: dict[int, int] = {}
         self._node_rows = self.rows["node"]
         self._stmt_of_rows = self.rows["stmt_of"]
-        self._in_loop_rows = self.rows["in_loop"]
+        self._innermost_loop_rows = self.rows["innermost_loop"]
 
     def new_id(self) -> int:
         nid = self._next_id
@@ -396,7 +396,7 @@ class FileExtractor:
         sid = self.new_id()
         self.rows["node"].append((sid, kind, ctx.scope.nid, node.line))
         if ctx.loop != NO_NODE:
-            self.rows["in_loop"].append((sid, ctx.loop))
+            self.rows["innermost_loop"].append((sid, ctx.loop))
         if ctx.guard is not None:
             self.rows["under_if"].append((sid, *ctx.guard))
         return _Ctx(ctx.scope, sid, ctx.loop, ctx.guard)
@@ -734,7 +734,7 @@ class FileExtractor:
         # The def statement itself lives in the enclosing scope (and loop, if any).
         self.rows["node"].append((sid, "def" if kind == "function" else "class", ctx.scope.nid, node.line))
         if ctx.loop != NO_NODE:
-            self.rows["in_loop"].append((sid, ctx.loop))
+            self.rows["innermost_loop"].append((sid, ctx.loop))
         if ctx.guard is not None:
             self.rows["under_if"].append((sid, *ctx.guard))
         outer = _Ctx(ctx.scope, sid, ctx.loop)
@@ -804,7 +804,7 @@ class FileExtractor:
         if ctx.stmt != NO_NODE:
             self._stmt_of_rows.append((nid, ctx.stmt))
         if ctx.loop != NO_NODE:
-            self._in_loop_rows.append((nid, ctx.loop))
+            self._innermost_loop_rows.append((nid, ctx.loop))
         return nid
 
     def _read(self, nid: int, name: str, scope: Scope) -> None:

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from . import Skipped, SourceText, extract_source, line_count
 from .extract import module_name_for
-from .store import pack_facts
+from .packing import pack_facts
 from .tree import parse
 
 # Below this much source, starting worker processes costs more than it saves.

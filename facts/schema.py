@@ -1,15 +1,14 @@
 """The input relations: names, columns, which columns hold node ids, and what each holds.
 
 This is the one place the inputs are declared: `rules/schema.dl`, their `.decl`/`.input`
-block, is generated from it by `python3 -m cpq.facts.schema` (a test checks the committed file
+block, is generated from it by `python3 -m cpq.rules.write_schema` (a test checks the committed file
 is what this module writes). Node ids are local to a file when the extractor emits them and
-are shifted into one id space when the facts are loaded (see `facts.store`).
+are shifted into one id space when the facts are loaded (see `facts.packing`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -59,9 +58,9 @@ _EXTRACTED: dict[str, tuple[str, str]] = {
         "Every statement and expression node: its kind, enclosing scope and line.",
     ),
     "stmt_of": ("e:node, s:node", "The statement an expression belongs to."),
-    "in_loop": (
+    "innermost_loop": (
         "n:node, l:node",
-        "A node inside the body of loop l (the nearest enclosing loop of the same scope).",
+        "The innermost loop of the same scope whose body holds node n.",
     ),
     "loop": (
         "l:node, kind:symbol, iter:node, target:node, end_line:number",
@@ -207,7 +206,7 @@ def schema_dl() -> str:
         "// Extracted facts (input relations)",
         "// " + "=" * 76,
         "//",
-        "// Generated from facts/schema.py by `python3 -m cpq.facts.schema`; do not edit.",
+        "// Generated from facts/schema.py by `python3 -m cpq.rules.write_schema`; do not edit.",
         "",
         *_comment(NODE_DOC),
         f".type {NODE_TYPE} <: number",
@@ -233,13 +232,3 @@ def _declaration(name: str) -> list[str]:
 
 def _comment(doc: str) -> list[str]:
     return ["// " + line for line in doc.split("\n")]
-
-
-def main() -> None:
-    path = Path(__file__).resolve().parent.parent / SCHEMA_DL
-    path.write_text(schema_dl(), encoding="utf-8")
-    print(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main()

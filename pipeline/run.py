@@ -26,8 +26,8 @@ from ..engine.evaluation import EVALUATION_THREADS
 from ..facts import Skipped, SourceText, iter_sources, line_count
 from ..facts.discover import DEFAULT_MAX_FILE_SIZE
 from ..facts.node_ids import MAX_NODES, file_bases
+from ..facts.packing import FactSet, max_unpacked, unpack_facts
 from ..facts.schema import INPUT_RELATIONS
-from ..facts.store import FactSet, max_unpacked, unpack_facts
 from ..rules.catalogue import catalogue_rows
 
 if TYPE_CHECKING:

@@ -207,7 +207,7 @@ def test_recursive_hot_path_through_two_calls_is_a_finite_shortest_proof(chain: 
         "def inner(a: np.ndarray):",
         "def middle(a):",
     ]
-    assert any(n.relation == "in_loop" and n.location and n.location.line == 24 for n in root.walk())
+    assert any(n.relation == "innermost_loop" and n.location and n.location.line == 24 for n in root.walk())
     # ping is hot through pong (a cycle) and directly from the loop: the proof takes the direct,
     # shortest way and does not enter the cycle.
     root = prove(chain, "finding", ("R104", "chain.py", 15, "ping"))
@@ -271,7 +271,7 @@ def test_why_not_follows_a_missing_hot_path(examples: Assessment, expected_cases
     assert f"at sync_in_loop.py:{line}" in failure.message
     assert "Hot: code inside a loop" in failure.message
     causes = [c.failing for c in failure.causes]
-    assert any(c and c.startswith("in_loop(n") for c in causes)
+    assert any(c and c.startswith("innermost_loop(n") for c in causes)
     assert any(c and c.startswith("hot_function(n") for c in causes)
 
 

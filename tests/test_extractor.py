@@ -333,7 +333,7 @@ def test_in_loop_is_the_nearest_loop_and_excludes_the_iterable() -> None:
     lines = line_of(rows)
     kinds = kind_of(rows)
     loops = {lines[lp]: (lp, it) for lp, _k, it, _t, _e in rel(rows, "loop")}
-    in_loop = dict(rel(rows, "in_loop"))
+    in_loop = dict(rel(rows, "innermost_loop"))
     for_loop, range_call = loops[3]
     while_loop, _test = loops[4]
     comp, comp_iter = loops[6]

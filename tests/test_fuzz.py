@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpq.facts import INPUT_RELATIONS, NO_NODE, FileFacts, Skipped, SourceText, extract_source, read_source
+from cpq.facts.packing import unpack_facts
 from cpq.facts.parallel import _extract_packed
-from cpq.facts.store import unpack_facts
 from cpq.pipeline.assessment import assess
 
 FUZZ = settings(

@@ -965,7 +965,7 @@ ALLOWED = {
     },
     # Parsed rules.dl cached in ~/.cache/cpq, unpickled only behind a MAC (pipeline/cache/trust.py).
     "pickle": {"pipeline/cache/user_cache.py"},
-    "marshal": {"facts/store.py"},  # per-file facts (packed by the workers, kept in .cpq/)
+    "marshal": {"facts/packing.py"},  # per-file facts (packed by the workers, kept in .cpq/)
     "multiprocessing": {"facts/parallel.py"},  # fork workers for extraction
 }
 NEVER = {

@@ -26,7 +26,7 @@ CODE_FOLDERS = "rules/codes/*/rules.dl"  # the include of every R-code's folder
 
 
 def test_the_committed_schema_is_the_generated_one() -> None:
-    """`python3 -m cpq.facts.schema` writes rules/schema.dl; run it after changing the schema."""
+    """`python3 -m cpq.rules.write_schema` writes rules/schema.dl; run it after changing the schema."""
     assert (PACKAGE / SCHEMA_DL).read_text(encoding="utf-8") == schema_dl()
 
 

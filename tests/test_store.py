@@ -260,7 +260,7 @@ def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch
     a damaged entry is a ValueError (the file is then extracted again), never a crash."""
     import os
 
-    import cpq.facts.store as packing
+    import cpq.facts.packing as packing
 
     rows = {"source_file": [("a.py", "a", 3)], "node": [(0, "module", 0, 1), (1, "call", 0, 2)]}
     codecs = {}

@@ -308,7 +308,7 @@ QUERIES: list[tuple[str, tuple[str, ...]]] = [
     ("node(N, K, S, L)", ("N", "S")),
     ("hot_function(G), function_def(G, Name, Q)", ("G",)),
     ("scope(S, K, Q, F, L, E)", ("S",)),
-    ("in_loop(N, Lp), node(N, K, S, L)", ("N", "Lp", "S")),
+    ("innermost_loop(N, Lp), node(N, K, S, L)", ("N", "Lp", "S")),
     ("source_file(F, M, L)", ()),
     ("finding_hot(C, F, L), finding_counts(C, F, L)", ()),
     ("suppressed(C, F, L)", ()),

@@ -40,8 +40,8 @@ import pytest
 from conftest import EXAMPLES
 
 from cpq.facts import SourceText
+from cpq.facts.packing import _HEADER, max_unpacked, unpack_facts
 from cpq.facts.parallel import extract_all
-from cpq.facts.store import _HEADER, max_unpacked, unpack_facts
 from cpq.pipeline.cache import facts_store, results, trust
 
 EXAMPLE_FILES = ["particle_loop.py", "sync_in_loop.py", "wave_equation.py", "refactor_only.py"]
