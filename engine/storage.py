@@ -91,12 +91,7 @@ class Storage:
     ) -> None:
         """`block_size`: of a new database file, in bytes, where DuckDB lets it be chosen;
         `limits`: what the connection may use (engine.connect)."""
-        self.program = program
-        self.con = connect(path, block_size=block_size, limits=limits)
-        _OPEN.add(self)
-        self._compiler = SqlCompiler(program.relations)
-        self._evaluated = False
-        self._init_state()
+        self._attach(program, connect(path, block_size=block_size, limits=limits), evaluated=False)
         # One transaction: in a database file, each statement would otherwise be a commit.
         self.con.execute("BEGIN TRANSACTION")
         try:
@@ -107,18 +102,22 @@ class Storage:
             self.con.close()
             raise
 
+    def _attach(self, program: Program, con: duckdb.DuckDBPyConnection, *, evaluated: bool) -> None:
+        """Take `con` as this database's connection (closed with the others at exit)."""
+        self.program = program
+        self.con = con
+        _OPEN.add(self)
+        self._compiler = SqlCompiler(program.relations)
+        self._evaluated = evaluated
+        self._init_state()
+
     @classmethod
     def open(
         cls, program: Program, path: str | Path, read_only: bool = True, limits: Limits = NO_LIMITS
     ) -> Self:
         """Reopen a database file of `program`, evaluated (no tables are created)."""
         self = cls.__new__(cls)
-        self.program = program
-        self.con = connect(path, read_only=read_only, limits=limits)
-        _OPEN.add(self)
-        self._compiler = SqlCompiler(program.relations)
-        self._evaluated = True
-        self._init_state()
+        self._attach(program, connect(path, read_only=read_only, limits=limits), evaluated=True)
         return self
 
     @classmethod
