@@ -17,10 +17,12 @@ from .. import __version__
 from ..manifest.cli import app as manifest_app
 from .explain_cmds import register as register_explain_commands
 from .options import (
+    CacheDirOpt,
     CpuOnlyOpt,
     ElementsOpt,
     GpuOpt,
     GpusOpt,
+    NoCacheOpt,
     NodesOpt,
     PatternOpt,
     RulesOpt,
@@ -124,10 +126,6 @@ def _existing_path(path: Path) -> Path:
     return path
 
 
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the .cpq/ fact store.")]
-CacheDirOpt = Annotated[
-    Path | None, typer.Option("--cache-dir", help="Keep the fact store here instead of PATH/.cpq.")
-]
 JobsOpt = Annotated[
     int | None, typer.Option("--jobs", "-j", help="Worker processes for extraction (default: cores).")
 ]

@@ -6,7 +6,9 @@
     cpq query 'finding(C, F, L, _), C = "R104"' [PATH]
     cpq query --relations
 
-Both reuse the assessment (`assess_cached`), so a question costs a few queries, not a re-run.
+Both reuse the assessment (`assess_cached`), so a question costs a few queries, not a re-run:
+the results `cpq assess` saved in PATH/.cpq, or in `--cache-dir DIR` (then nothing is written
+into the tree); `--no-cache` evaluates in memory and writes nothing anywhere.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from .options import (
+    CacheDirOpt,
     CpuOnlyOpt,
     ElementsOpt,
     GpuOpt,
     GpusOpt,
+    NoCacheOpt,
     NodesOpt,
     PatternOpt,
     RulesOpt,
@@ -36,6 +40,7 @@ from .options import (
 if TYPE_CHECKING:
     from ..config.context import Context
     from ..engine import DatalogError, Program
+    from ..explain.targets import Target
     from ..pipeline.assessment import Assessment
 
 
@@ -52,6 +57,8 @@ class QueryFormat(StrEnum):
 
 
 WHY_USAGE = "CODE FILE:LINE [PATH] | verdict [PATH] | gate N [PATH] | not CODE FILE:LINE [PATH]"
+# What `--timeout` ends with: the status `timeout` gives a command it stops.
+TIMEOUT_STATUS = 124
 
 # Help texts are single paragraphs: typer keeps the line breaks of a docstring.
 WHY_HELP = (
@@ -60,20 +67,28 @@ WHY_HELP = (
     "tuples it matched; extracted facts carry the source line they come from, negated atoms show "
     'as "absent: ...", aggregates with their value; a subproof is shown once. '
     "`cpq why not CODE FILE:LINE` shows, for each rule deriving CODE, the first literal that "
-    "nothing satisfies on that line. FILE is relative to PATH."
+    "nothing satisfies on that line. FILE is relative to PATH; in a notebook, FILE:LINE may be "
+    "written as the reports do, nb.ipynb:cell 17:line 7. A suppressed finding, or a code "
+    "[tool.cpq] turns off, is said to be so."
 )
 QUERY_HELP = (
     "Ask any question the relations can express.\n\n"
     "ATOMS is a rule body in Soufflé syntax over extracted and derived relations, with `_`, "
     "constants, comparisons and negation (`!r(X)`); its variables become the columns, e.g. "
     "cpq query 'finding(C, F, L, _), C = \"R104\"' src/. "
-    "`cpq query --relations` lists the relations with their columns and docs."
+    "Rows come sorted by all columns (--sort picks the leading ones); --limit N shows the "
+    "first N; --timeout stops a long query. "
+    "`cpq query --relations [PATTERN]` lists the relations with their columns and docs."
 )
 
 
-def _assessment(path: Path, context: Context, rules: Path | None) -> Assessment:
+def _assessment(
+    path: Path, context: Context, rules: Path | None, cache_dir: Path | None, no_cache: bool
+) -> Assessment:
+    """The assessment, as `cpq assess` with the same cache options would make it: reused from
+    the results it saved when nothing changed."""
     from ..engine import DatalogError
-    from ..pipeline.assessment import assess_cached
+    from ..pipeline.assessment import assess, assess_cached
 
     if not path.exists():
         usage_error(f"{path}: no such file or directory")
@@ -81,11 +96,16 @@ def _assessment(path: Path, context: Context, rules: Path | None) -> Assessment:
         usage_error(f"{rules}: no such rules file")
     started = time.perf_counter()
     try:
-        result = assess_cached(path, context, rules, config=load_config(path))
+        config = load_config(path)
+        if no_cache:
+            result = assess(path, context, rules, use_cache=False, config=config)
+        else:
+            result = assess_cached(path, context, rules, cache_dir=cache_dir, config=config)
     except DatalogError as exc:
         usage_error(str(exc))
     if state.verbose:
-        typer.echo(f"cpq: assessment ready in {time.perf_counter() - started:.2f}s", err=True)
+        seconds = time.perf_counter() - started
+        typer.echo(f"cpq: assessment ready in {seconds:.2f}s ({result.how})", err=True)
     if result.db is None:  # the saved results were replaced while they were reopened
         usage_error("the assessment's results changed while they were reopened: run again")
     return result
@@ -132,6 +152,8 @@ def why(
         int | None, typer.Option("--depth", min=0, help="Cut proofs this many levels below the root.")
     ] = None,
     rules: RulesOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
 ) -> None:
     """See WHY_HELP."""
     from ..explain.targets import TargetError
@@ -141,7 +163,7 @@ def why(
         usage_error("--format dot draws proofs; use text or json with `why not`")
     if kind == "gate" and not operands[0].isdigit():
         usage_error(f"expected a gate number, got {operands[0]!r}")
-    target: tuple[str, int] | None = None
+    target: Target | None = None
     if kind in ("finding", "not"):
         from ..explain.targets import parse_file_line
 
@@ -150,7 +172,7 @@ def why(
         except TargetError as exc:
             usage_error(str(exc))
     context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
-    result = _assessment(path, context, rules)
+    result = _assessment(path, context, rules, cache_dir, no_cache)
     from ..rules.program import load_program
 
     program = load_program(rules)  # the one evaluated: `_rule` indices refer to its rules
@@ -173,7 +195,7 @@ def _why(
     program: Program,
     kind: str,
     operands: list[str],
-    target: tuple[str, int] | None,
+    target: Target | None,
     format: WhyFormat,
     depth: int | None,
 ) -> str:
@@ -182,6 +204,7 @@ def _why(
         assessed_files,
         finding_tuples,
         gate_tuples,
+        module_line,
         resolve_file,
         verdict_tuples,
     )
@@ -194,37 +217,67 @@ def _why(
         relation, tuples = "gate_status", gate_tuples(db, int(operands[0]))
     else:
         assert target is not None
-        file = resolve_file(target[0], assessed_files(db))
-        relation, tuples = "finding", finding_tuples(db, operands[0], file, target[1])
+        file = resolve_file(target.file, assessed_files(db))
+        line = module_line(target, file, result.notebooks)
+        relation, tuples = "finding", finding_tuples(db, operands[0], file, line)
     prover = Prover(db, program, source_line=result.source_line, max_depth=depth)
     roots = [prover.prove(relation, values) for values in tuples]
+    # A suppressed finding is derived like any other: its proof is shown, after saying so.
+    note = _suppression_note(result, *tuples[0][:3]) if relation == "finding" else ""
     if format is WhyFormat.json:
         import json
 
-        payload = {"question": " ".join([kind, *operands]), "proofs": [proof_to_json(r) for r in roots]}
+        payload: dict[str, Any] = {"question": " ".join([kind, *operands])}
+        if note:
+            payload["note"] = note
+        payload["proofs"] = [proof_to_json(r) for r in roots]
         return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    if note:  # on stderr for dot, whose output is a graph
+        typer.echo(note, err=format is WhyFormat.dot)
     if format is WhyFormat.dot:
         return render_dot(roots)
     return render_text(roots)
 
 
-def _why_not(
-    result: Assessment, program: Program, code: str, target: tuple[str, int], format: WhyFormat
-) -> str:
+def _suppression_note(result: Assessment, code: str, file: str, line: int) -> str:
+    """One line when the finding is suppressed by a `# cpq: ignore` comment, else ''."""
+    from ..config.suppress import find_suppression
+
+    finding = next((f for f in result.findings if (f.code, f.file, f.line) == (code, file, line)), None)
+    if finding is None or not finding.suppressed:
+        return ""
+    found = find_suppression((code, file, line), result.suppressions)
+    how = f"`# {found.describe()}`" if found is not None else "a `# cpq: ignore` comment"
+    reason = f" ({found.reason})" if found is not None and found.reason else ""
+    return (
+        f"{code} at {finding.location} is suppressed by {how}{reason}: it is left out of the report "
+        "(--show-suppressed lists it) and of the verdict."
+    )
+
+
+def _why_not(result: Assessment, program: Program, code: str, target: Target, format: WhyFormat) -> str:
     from ..explain import render_why_not, why_not_to_json
-    from ..explain.targets import TargetError, assessed_files, check_line, known_codes, resolve_file
+    from ..explain.targets import (
+        TargetError,
+        assessed_files,
+        check_line,
+        known_codes,
+        module_line,
+        resolve_file,
+    )
     from ..explain.whynot import WhyNotAnalyzer
 
     db = result.db
     assert db is not None
-    file = resolve_file(target[0], assessed_files(db))
-    check_line(db, file, target[1])
+    file = resolve_file(target.file, assessed_files(db))
+    line = module_line(target, file, result.notebooks)
+    check_line(db, file, line)
     code = code.upper()
     codes = known_codes(db)
     if code not in codes:
         raise TargetError(f"unknown code {code!r}; known codes: {', '.join(codes)}")
     analyzer = WhyNotAnalyzer(db, program, source_line=result.source_line)
-    answer = analyzer.finding(code, file, target[1])
+    answer = analyzer.finding(code, file, line)
     if format is WhyFormat.json:
         import json
 
@@ -240,16 +293,33 @@ def query(
         str | None,
         typer.Argument(
             metavar="'ATOMS'",
-            help='A conjunctive query in Soufflé syntax: finding(C, F, L, _), C = "R104".',
+            help='A conjunctive query in Soufflé syntax: finding(C, F, L, _), C = "R104" '
+            "(with --relations: a pattern the listed names contain, or a glob like 'finding*').",
         ),
     ] = None,
     path: Annotated[Path, typer.Argument(help="A Python file or a directory tree.")] = Path("."),
     relations: Annotated[
-        bool, typer.Option("--relations", help="List the relations, their columns and docs.")
+        bool, typer.Option("--relations", help="List the relations (matching ATOMS), their columns and docs.")
     ] = False,
     format: Annotated[QueryFormat, typer.Option("--format", "-f", help="Output format.")] = (
         QueryFormat.table
     ),
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, metavar="N", help="Show the first N rows (default: all).")
+    ] = None,
+    sort: Annotated[
+        str | None,
+        typer.Option(
+            "--sort",
+            metavar="COLS",
+            help="Sort by these columns first (names or 1-based positions, comma-separated; "
+            "-COL descending); the others follow. Default: all columns, left to right.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", min=0.001, metavar="SECONDS", help="Stop the query after this long."),
+    ] = None,
     elements: ElementsOpt = None,
     gpus: GpusOpt = None,
     nodes: NodesOpt = None,
@@ -257,9 +327,11 @@ def query(
     cpu_only: CpuOnlyOpt = None,
     pattern: PatternOpt = None,
     rules: RulesOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
 ) -> None:
     """See QUERY_HELP."""
-    from ..engine import DatalogError, compile_query
+    from ..engine import DatalogError, compile_query, query_warnings
     from ..rules.program import load_program
 
     try:
@@ -267,21 +339,94 @@ def query(
     except (DatalogError, OSError) as exc:
         usage_error(str(exc))
     if relations:
-        _print_relations(program, format)
+        _print_relations(program, format, atoms)
         return
     if atoms is None or not atoms.strip():
         usage_error("give a query, e.g. cpq query 'finding(C, F, L, _)' PATH, or --relations")
     try:  # check the query before paying for the assessment
-        compile_query(atoms, program.relations, "query", program.inline)
+        compiled = compile_query(atoms, program.relations, "query", program.inline)
     except DatalogError as exc:
         _query_error(atoms, exc, program)
+    _check_integers(atoms)
+    for warning in query_warnings(atoms, "query"):
+        typer.echo(f"cpq: warning: {warning}", err=True)
+    sql = _sorted_sql(compiled.sql, compiled.columns, sort) if sort else compiled.sql
     context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
-    result = _assessment(path, context, rules)
+    result = _assessment(path, context, rules, cache_dir, no_cache)
     assert result.db is not None
-    columns, rows = result.db.query(atoms, source="query")
-    sys.stdout.write(_format_rows(columns, rows, format))
+    rows, more = _run_query(result.db.con, sql, limit, timeout)
+    if not compiled.columns:  # a yes/no question: does any row hold?
+        rows, more = ([()] if rows else []), 0
+    sys.stdout.write(_format_rows(compiled.columns, rows, format))
+    if more:
+        # After a table, where the eye is; on stderr after json or csv, which programs read.
+        typer.echo(
+            f"… {more} more row{'s' if more != 1 else ''} (--limit {limit})",
+            err=format is not QueryFormat.table,
+        )
     if not state.quiet:
-        typer.echo(f"cpq: {len(rows)} row{'s' if len(rows) != 1 else ''}", err=True)
+        total = len(rows) + more
+        typer.echo(f"cpq: {total} row{'s' if total != 1 else ''}", err=True)
+
+
+def _check_integers(text: str) -> None:
+    """A one-line error for an integer constant that no number column (64 bits) can hold,
+    rather than DuckDB's conversion error when the query runs."""
+    import re
+
+    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|(?<![\w.])\d+(?![\w.])', text):
+        if not match.group().startswith('"') and int(match.group()) > 2**63 - 1:
+            usage_error(f"the integer {match.group()} is beyond the range of a number (64 bits)")
+
+
+def _sorted_sql(sql: str, columns: list[str], sort: str) -> str:
+    """`sql` ordered by the columns `--sort` names first, then by all columns (a stable order)."""
+    keys: list[str] = []
+    for item in (part.strip() for part in sort.split(",")):
+        name = item.removeprefix("-").strip()
+        if name.isdigit() and 1 <= int(name) <= len(columns):
+            position = int(name)
+        elif name in columns:
+            position = columns.index(name) + 1
+        else:
+            usage_error(f"--sort: no column {name!r}; the columns are {', '.join(columns) or 'none'}")
+        keys.append(f"{position} DESC" if item.startswith("-") else str(position))
+    keys += [str(i + 1) for i in range(len(columns))]
+    return f"SELECT * FROM ({sql}) ORDER BY {', '.join(keys)}"
+
+
+def _run_query(con: Any, sql: str, limit: int | None, timeout: float | None) -> tuple[list[tuple], int]:
+    """(the rows shown, how many more there are): a DuckDB error in one line (exit 2), a
+    query past `timeout` interrupted (exit TIMEOUT_STATUS)."""
+    import threading
+
+    import duckdb
+
+    timer = threading.Timer(timeout, con.interrupt) if timeout is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        con.execute(sql)
+        if limit is None:
+            return con.fetchall(), 0
+        rows = con.fetchmany(limit)
+        more = 0
+        # Counted, not kept: the rows past the limit cost no memory.
+        while chunk := con.fetchmany(10_000):
+            more += len(chunk)
+        return rows, more
+    except duckdb.InterruptException:
+        if timer is None:
+            raise
+        typer.echo(f"cpq: the query ran past --timeout {timeout:g}s and was stopped", err=True)
+        raise typer.Exit(TIMEOUT_STATUS) from None
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        usage_error(f"the query failed in DuckDB: {first}")
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def _query_error(text: str, exc: DatalogError, program: Program) -> NoReturn:
@@ -331,14 +476,23 @@ def _format_rows(columns: list[str], rows: list[tuple], format: QueryFormat) -> 
     return tabulate(rows, headers=columns, disable_numparse=True) + "\n"
 
 
-def _print_relations(program: Program, format: QueryFormat) -> None:
+def _print_relations(program: Program, format: QueryFormat, pattern: str | None) -> None:
+    """The relations whose name matches `pattern` (a glob, or a part of the name)."""
+    from fnmatch import fnmatchcase
+
     from ..explain.terms import first_sentence
 
     rows = []
+    wanted = (pattern or "").strip()
+    glob = wanted if any(c in wanted for c in "*?[") else f"*{wanted}*"
     for rel in program.relations.values():
+        if not fnmatchcase(rel.name, glob):
+            continue
         kind = "input" if rel.is_input else "derived"
         cols = ", ".join(f"{name}: {typ}" for name, typ in rel.columns)
         rows.append((rel.name, kind, cols, first_sentence(rel.doc)))
+    if not rows:
+        usage_error(f"no relation matches {wanted!r}")
     if format is QueryFormat.table:
         from tabulate import tabulate  # some 45 ms: only for a table, as above
 

@@ -35,6 +35,11 @@ RulesOpt = Annotated[
     typer.Option("--rules", help="Use this rules file (it may #include more) instead of the shipped rules."),
 ]
 
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the .cpq/ fact store.")]
+CacheDirOpt = Annotated[
+    Path | None, typer.Option("--cache-dir", help="Keep the fact store here instead of PATH/.cpq.")
+]
+
 
 class _State:
     """The options of `cpq` itself (before the command), for every command to read."""

@@ -13,7 +13,7 @@ from .errors import DatalogError
 from .evaluation import EvalStats, StratumStats
 from .include import JoinedText, SourceMap, folder_lister, folder_reader, join_includes
 from .program import Program, parse_joined, parse_program
-from .query import CompiledQuery, compile_query
+from .query import CompiledQuery, compile_query, query_warnings
 from .stratify import Stratum
 from .syntax import (
     Aggregate,
@@ -61,6 +61,7 @@ __all__ = [
     "Var",
     "Wildcard",
     "compile_query",
+    "query_warnings",
     "folder_lister",
     "folder_reader",
     "join_includes",

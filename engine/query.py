@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .compile_sql import SqlCompiler
-from .errors import error_at
+from .errors import DatalogError, error_at
 from .inline import Definitions, Expander
 from .plan import Planner
 from .syntax import INTERNAL_VAR_PREFIX, Relation, Var, literal_vars
@@ -66,3 +67,53 @@ def compile_query(
     if columns:
         sql += " ORDER BY " + ", ".join(str(i + 1) for i in range(len(columns)))
     return CompiledQuery(columns, sql)
+
+
+# An upper-case word reads as a variable: `C = R104` binds C to anything, not to the code R104.
+_LOOKS_LIKE_A_CODE = re.compile(r"R\d{3}")
+
+
+def query_warnings(text: str, source: str = "<query>") -> list[DatalogError]:
+    """What in a query parses but is likely a slip: a variable named like an R-code (unquoted,
+    it matches anything), and a variable used once whose name is like another's (a typo).
+
+    Soufflé warns about every variable used once in a rule; in a query every named variable is
+    a column of the answer, so a variable used once is the ordinary way to show a column, and
+    only one spelled like another variable is worth a warning."""
+    import difflib  # only a query pays for it, not every run that imports the engine
+
+    from .parser import parse_query_text  # lark, as in compile_query
+
+    uses: dict[str, list[Var]] = {}
+    for branch in parse_query_text(text, source):
+        for lit in branch:
+            for var in literal_vars(lit):
+                if var.name != "_" and not var.name.startswith(INTERNAL_VAR_PREFIX):
+                    uses.setdefault(var.name, []).append(var)
+    warnings = []
+    for name, occurrences in uses.items():
+        first = min(occurrences, key=lambda v: (v.line, v.column))
+        if _LOOKS_LIKE_A_CODE.fullmatch(name):
+            warnings.append(
+                error_at(
+                    first,
+                    f'{name} is a variable here (it matches anything); write "{name}" for the code',
+                    source,
+                )
+            )
+        elif len(occurrences) == 1:
+            others = [other for other, seen in uses.items() if other != name and len(seen) > 1]
+            alike = [other for other in others if other.lower() == name.lower()]
+            if not alike and len(name) > 2:
+                long_names = [other for other in others if len(other) > 2]
+                alike = difflib.get_close_matches(name, long_names, n=1, cutoff=0.8)
+            if alike:
+                warnings.append(
+                    error_at(
+                        first,
+                        f"variable '{name}' is used only once (did you mean '{alike[0]}'?); "
+                        "write _ for a column you do not need",
+                        source,
+                    )
+                )
+    return sorted(warnings, key=lambda w: (w.line, w.column))

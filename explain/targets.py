@@ -5,7 +5,10 @@ Every failure is a TargetError with a one-line message that says what does exist
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from ..engine import Database
 
@@ -16,11 +19,56 @@ class TargetError(ValueError):
     """The question names nothing that exists; the message says what does."""
 
 
-def parse_file_line(text: str) -> tuple[str, int]:
-    file, sep, line = text.rpartition(":")
-    if not sep or not file or not line.strip().isdigit() or int(line) < 1:
-        raise TargetError(f"expected FILE:LINE (e.g. solver.py:52), got {text!r}")
-    return file, int(line)
+class NotebookLines(Protocol):
+    """What a notebook's locations are read from (facts.notebook.NotebookSource)."""
+
+    line_map: list[tuple[int, int]]  # module line - 1 -> (cell, line within the cell)
+
+
+# A notebook location as the reports write it: `nb.ipynb:cell 17:line 7`.
+_NOTEBOOK_LOCATION = re.compile(r"(?P<file>.+):\s*cell\s+(?P<cell>\d+)\s*:\s*line\s+(?P<line>\d+)\s*", re.I)
+
+
+@dataclass(frozen=True)
+class Target:
+    """FILE:LINE as asked: `line` is a line of the file, or of cell `cell` of a notebook."""
+
+    file: str
+    line: int
+    cell: int | None = None
+
+
+def parse_file_line(text: str) -> Target:
+    """FILE:LINE, or a notebook's FILE:cell N:line M."""
+    notebook = _NOTEBOOK_LOCATION.fullmatch(text)
+    if notebook is not None:
+        cell, line = int(notebook["cell"]), int(notebook["line"])
+        if cell < 1 or line < 1:
+            raise TargetError(f"cells and lines count from 1, got {text!r}")
+        return Target(notebook["file"], line, cell)
+    file, sep, line_text = text.rpartition(":")
+    if not sep or not file or not line_text.strip().isdigit() or int(line_text) < 1:
+        raise TargetError(f"expected FILE:LINE (e.g. solver.py:52) or NOTEBOOK:cell N:line M, got {text!r}")
+    return Target(file, int(line_text))
+
+
+def module_line(target: Target, file: str, notebooks: Mapping[str, NotebookLines]) -> int:
+    """The line of the assessed `file` that `target` names: a notebook's cells are assessed as
+    one module, so `cell N:line M` becomes the module line the reports map back to it."""
+    notebook = notebooks.get(file)
+    if target.cell is None:  # a notebook's joined module lines are accepted too
+        return target.line
+    if notebook is None:
+        raise TargetError(f"{file} is not a notebook: give FILE:LINE")
+    for index, (cell, within) in enumerate(notebook.line_map, start=1):
+        if (cell, within) == (target.cell, target.line):
+            return index
+    cells = sorted({cell for cell, _ in notebook.line_map})
+    if target.cell not in cells:
+        shown = ", ".join(map(str, cells[:12])) + (", ..." if len(cells) > 12 else "")
+        raise TargetError(f"{file} has no code cell {target.cell}; its code cells are {shown or 'none'}")
+    count = sum(1 for cell, _ in notebook.line_map if cell == target.cell)
+    raise TargetError(f"cell {target.cell} of {file} has {count} lines; there is no line {target.line}")
 
 
 def assessed_files(db: Database) -> list[str]:
@@ -86,10 +134,23 @@ def finding_tuples(db: Database, code: str, file: str, line: int) -> list[tuple]
             f"unknown code {code!r} (known: {codes[0]}..{codes[-1]}); {describe_nearby(db, file, line)}"
         )
     found = find_findings(db, code, file, line)
+    if not found and is_disabled(db, code, file):
+        raise TargetError(
+            f"{code} is turned off for {file} by the select/ignore of [tool.cpq] (pyproject.toml): "
+            "no finding of it is derived there"
+        )
     if not found:
         hint = f"; `cpq why not {code} {file}:{line}` shows what is missing"
         raise TargetError(f"no {code} finding at {file}:{line}; {describe_nearby(db, file, line)}{hint}")
     return found
+
+
+def is_disabled(db: Database, code: str, file: str) -> bool:
+    """Whether [tool.cpq] turns `code` off for `file` (the input relation `disabled`)."""
+    if "disabled" not in db.program.relations:  # a user's --rules file may do without it
+        return False
+    query = 'SELECT 1 FROM "disabled" WHERE "code" = ? AND "file" = ? LIMIT 1'
+    return db.con.execute(query, [code, file]).fetchone() is not None
 
 
 def verdict_tuples(db: Database) -> list[tuple]:
