@@ -43,3 +43,14 @@ def tree(tmp_path: Path) -> Path:
     for name in ["particle_loop.py", "sync_in_loop.py", "wave_equation.py", "refactor_only.py"]:
         shutil.copy(EXAMPLES / name, root / name)
     return root
+
+
+def write_notebook(path: Path, cells: list[dict]) -> None:
+    """A Jupyter notebook (nbformat 4, Python kernel) with these cells."""
+    nb = {
+        "cells": cells,
+        "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(nb))

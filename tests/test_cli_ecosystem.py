@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import jsonschema
-from conftest import EXAMPLES
+from conftest import EXAMPLES, write_notebook
 from typer.testing import CliRunner
 
 from cpq.cli.app import app
@@ -98,13 +98,7 @@ def test_notebook_hot_item_reported_at_its_cell(tmp_path: Path) -> None:
             ],
         },
     ]
-    nb = {
-        "cells": cells,
-        "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    (tmp_path / "analysis.ipynb").write_text(json.dumps(nb))
+    write_notebook(tmp_path / "analysis.ipynb", cells)
     report = _json(["assess", str(tmp_path)])
     r104 = [f for f in report["findings"] if f["code"] == "R104"]
     assert [f["location"] for f in r104] == ["analysis.ipynb:cell 3:line 4"]

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import write_notebook
 from typer.testing import CliRunner
 
 from cpq.cli.app import app
@@ -99,13 +100,7 @@ def _notebook(root: Path) -> None:
         {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": [], "source": code},
         {"cell_type": "code", "metadata": {}, "execution_count": 2, "outputs": [], "source": loop},
     ]
-    nb = {
-        "cells": cells,
-        "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    (root / "analysis.ipynb").write_text(json.dumps(nb))
+    write_notebook(root / "analysis.ipynb", cells)
 
 
 def test_why_accepts_a_notebook_location_as_reported(tmp_path: Path) -> None:
