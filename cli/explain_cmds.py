@@ -17,7 +17,7 @@ import sys
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NoReturn
 
 import typer
 
@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 
 
 class WhyFormat(StrEnum):
-    text = "text"
+    text = "text"  # the summary in words (then the proof with --full)
+    tree = "tree"  # the proof alone, as an indented tree
     json = "json"
     dot = "dot"
 
@@ -63,9 +64,12 @@ TIMEOUT_STATUS = 124
 # Help texts are single paragraphs: typer keeps the line breaks of a docstring.
 WHY_HELP = (
     "The derivation of a finding, the verdict or a gate, down to the lines of your code.\n\n"
-    "Each step shows the derived tuple, the rule (its file:line and text) that produced it and the "
-    "tuples it matched; extracted facts carry the source line they come from, negated atoms show "
-    'as "absent: ...", aggregates with their value; a subproof is shown once. '
+    "It starts with a short summary in words: each step a source line and what it establishes. "
+    "--full adds the whole proof (--format tree prints the proof alone): each tuple with the rule "
+    "(its file:line and text) that produced it and the tuples it matched; extracted facts carry the "
+    'source line they come from, negated atoms show as "absent: ...", aggregates with their value '
+    "and just enough members; a subproof is shown once. Every step has a handle (#12): --expand 12 "
+    "shows that step's whole proof, or, for an absent atom or a rule that did not apply, why not. "
     "`cpq why not CODE FILE:LINE` shows, for each rule deriving CODE, the first literal that "
     "nothing satisfies on that line. FILE is relative to PATH; in a notebook, FILE:LINE may be "
     "written as the reports do, nb.ipynb:cell 17:line 7. A suppressed finding, or a code "
@@ -151,6 +155,11 @@ def why(
     depth: Annotated[
         int | None, typer.Option("--depth", min=0, help="Cut proofs this many levels below the root.")
     ] = None,
+    full: Annotated[bool, typer.Option("--full", help="Follow the summary with the whole proof.")] = False,
+    expand: Annotated[
+        str | None,
+        typer.Option("--expand", metavar="H", help="Show the whole proof of the step with handle #H."),
+    ] = None,
     rules: RulesOpt = None,
     no_cache: NoCacheOpt = False,
     cache_dir: CacheDirOpt = None,
@@ -180,14 +189,22 @@ def why(
     try:
         if kind == "not":
             assert target is not None
-            text = _why_not(result, program, operands[0], target, format)
+            text = _why_not(result, program, operands[0], target, format, depth)
         else:
-            text = _why(result, program, kind, operands, target, format, depth)
+            shape = ProofShape(format, depth, full, expand)
+            text = _why(result, program, kind, operands, target, shape)
     except TargetError as exc:
         usage_error(str(exc))
     sys.stdout.write(text)
     if state.verbose:
         typer.echo(f"cpq: answered in {time.perf_counter() - started:.3f}s", err=True)
+
+
+class ProofShape(NamedTuple):
+    format: WhyFormat
+    depth: int | None
+    full: bool
+    expand: str | None
 
 
 def _why(
@@ -196,10 +213,9 @@ def _why(
     kind: str,
     operands: list[str],
     target: Target | None,
-    format: WhyFormat,
-    depth: int | None,
+    shape: ProofShape,
 ) -> str:
-    from ..explain import Prover, proof_to_json, render_dot, render_text
+    from ..explain import Prover, proof_to_json, render_dot, render_summary, render_text
     from ..explain.targets import (
         assessed_files,
         finding_tuples,
@@ -220,7 +236,14 @@ def _why(
         file = resolve_file(target.file, assessed_files(db))
         line = module_line(target, file, result.notebooks)
         relation, tuples = "finding", finding_tuples(db, operands[0], file, line)
-    prover = Prover(db, program, source_line=result.source_line, max_depth=depth)
+    format = shape.format
+    if shape.expand is not None:
+        return _expanded(result, program, [(relation, tuple(values)) for values in tuples], shape)
+    # The summary shows an aggregate's members one line each: they are proved only for a proof.
+    summary_only = format is WhyFormat.text and not shape.full
+    prover = Prover(
+        db, program, source_line=result.source_line, max_depth=shape.depth, prove_members=not summary_only
+    )
     roots = [prover.prove(relation, values) for values in tuples]
     # A suppressed finding is derived like any other: its proof is shown, after saying so.
     note = _suppression_note(result, *tuples[0][:3]) if relation == "finding" else ""
@@ -236,7 +259,66 @@ def _why(
         typer.echo(note, err=format is WhyFormat.dot)
     if format is WhyFormat.dot:
         return render_dot(roots)
-    return render_text(roots)
+    if format is WhyFormat.tree:
+        return render_text(roots)
+    question = " ".join(["cpq why", *([kind] if kind != "finding" else []), *operands])
+    text = render_summary(roots, prover, _headline(result, kind, roots), question, shape.full)
+    if shape.full:
+        text += "\n" + render_text(roots)
+    return text
+
+
+def _headline(result: Assessment, kind: str, roots: list) -> list[str]:  # type: ignore[type-arg]
+    """The first line of each proof's summary: the finding, the verdict or the gate in words."""
+    from ..explain.targets import code_titles
+
+    assert result.db is not None
+    reported = {(f.code, f.file, f.line): f.location for f in result.findings}
+    out = []
+    for root in roots:
+        values = root.values
+        if kind == "finding":
+            code, file, line, function = values
+            title, code_kind = code_titles(result.db).get(code, ("", ""))
+            where = "" if function == "<module>" else f" in {function}"
+            about = f": {title} ({code_kind})" if title else ""
+            # As the reports write it: a notebook's cell and line, not the joined module's.
+            location = reported.get((code, file, line), f"{file}:{line}")
+            out.append(f"{code} at {location}{where}{about}")
+        elif kind == "verdict":
+            verdict, rule = values
+            out.append(f"Verdict {verdict}, decided by rule {rule}")
+        else:
+            number, name, status, reason = values
+            out.append(f"Gate {number} {name}: {status} ({reason})")
+    return out
+
+
+def _expanded(
+    result: Assessment, program: Program, questions: list[tuple[str, tuple]], shape: ProofShape
+) -> str:
+    """The whole proof of the step with handle shape.expand (why not, for an absent atom)."""
+    from ..explain import proof_to_json, render_text, render_why_not
+    from ..explain.expand import ExpandError, expand
+
+    try:
+        expanded = expand(result.db, program, questions, shape.expand or "", result.source_line)
+    except ExpandError as exc:
+        usage_error(str(exc))
+    if shape.format is WhyFormat.json:
+        import json
+
+        from ..explain import why_not_to_json
+
+        payload = (
+            why_not_to_json(expanded)
+            if not isinstance(expanded, list)
+            else [proof_to_json(r) for r in expanded]
+        )
+        return json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n"
+    if isinstance(expanded, list):
+        return render_text(expanded)
+    return render_why_not(expanded)
 
 
 def _suppression_note(result: Assessment, code: str, file: str, line: int) -> str:
@@ -255,7 +337,9 @@ def _suppression_note(result: Assessment, code: str, file: str, line: int) -> st
     )
 
 
-def _why_not(result: Assessment, program: Program, code: str, target: Target, format: WhyFormat) -> str:
+def _why_not(
+    result: Assessment, program: Program, code: str, target: Target, format: WhyFormat, depth: int | None
+) -> str:
     from ..explain import render_why_not, why_not_to_json
     from ..explain.targets import (
         TargetError,
@@ -276,7 +360,9 @@ def _why_not(result: Assessment, program: Program, code: str, target: Target, fo
     codes = known_codes(db)
     if code not in codes:
         raise TargetError(f"unknown code {code!r}; known codes: {', '.join(codes)}")
-    analyzer = WhyNotAnalyzer(db, program, source_line=result.source_line)
+    analyzer = WhyNotAnalyzer(
+        db, program, source_line=result.source_line, max_depth=3 if depth is None else depth
+    )
     answer = analyzer.finding(code, file, line)
     if format is WhyFormat.json:
         import json

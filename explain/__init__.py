@@ -14,7 +14,7 @@ from .locations import Location, Locator
 from .proof import ProofNode, Prover, prove
 from .render_dot import render_dot
 from .render_json import proof_to_json, why_not_to_json
-from .render_text import render_text, render_why_not
+from .render_text import render_summary, render_text, render_why_not
 from .targets import TargetError, find_findings, gate_tuples, nearby_findings, verdict_tuples
 from .whynot import RuleFailure, WhyNot, why_not_finding
 
@@ -32,6 +32,7 @@ __all__ = [
     "proof_to_json",
     "prove",
     "render_dot",
+    "render_summary",
     "render_text",
     "render_why_not",
     "verdict_tuples",

@@ -19,7 +19,7 @@ def _location(location: Location | None) -> dict[str, Any] | None:
 
 
 def proof_to_json(node: ProofNode) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": node.id, "kind": node.kind, "text": node.text}
+    out: dict[str, Any] = {"id": node.id, "handle": node.handle, "kind": node.kind, "text": node.text}
     if node.relation is not None and node.kind in ("derived", "fact", "input", "ref"):
         out["relation"] = node.relation
         out["tuple"] = list(node.values)

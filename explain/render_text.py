@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .locations import Location
-from .proof import ProofNode
+from .proof import ProofNode, Prover
+from .summary import MAX_DECISION_STEPS, MAX_STEPS, summary_lines
 from .whynot import RuleFailure, WhyNot
 
 INDENT = "  "
@@ -20,13 +21,29 @@ def _where(location: Location | None) -> str:
 
 
 def _head(node: ProofNode) -> str:
+    handle = f"  #{node.handle}"
     if node.kind == "ref":
-        return f"{node.text}  (shown above)"
+        return f"{node.text}  (shown above){handle}"
     if node.kind in ("fact", "input"):
-        return f"{node.text}  [{node.origin}]{_where(node.location)}"
+        return f"{node.text}  [{node.origin}]{_where(node.location)}{handle}"
     if node.kind == "check":
         return f"check: {node.text}"
-    return node.text + _where(node.location)
+    if node.kind in ("absent", "unmatched", "aggregate"):
+        return node.text + handle
+    return node.text + _where(node.location) + handle
+
+
+def render_summary(
+    roots: list[ProofNode], prover: Prover, headlines: list[str], question: str, full: bool
+) -> str:
+    """The summary of each proof, and how to see more."""
+    lines: list[str] = []
+    for root, headline in zip(roots, headlines, strict=True):
+        room = MAX_STEPS if root.relation == "finding" else MAX_DECISION_STEPS
+        lines.extend(summary_lines(root, prover.program, prover.locator, headline, room))
+    if not full:
+        lines.append(f"(the whole proof: `{question} --full`; one step's: `--expand H` for #H)")
+    return "\n".join(lines) + "\n"
 
 
 def render_text(roots: ProofNode | list[ProofNode]) -> str:

@@ -100,6 +100,11 @@ def known_codes(db: Database) -> list[str]:
     return sorted(code for code, *_ in db.rows("code_info"))
 
 
+def code_titles(db: Database) -> dict[str, tuple[str, str]]:
+    """code -> (title, kind), as code_info says."""
+    return {code: (title, kind) for code, kind, title, *_ in db.rows("code_info")}
+
+
 def find_findings(db: Database, code: str, file: str, line: int) -> list[tuple]:
     return db.con.execute(
         'SELECT "code", "file", "line", "func" FROM "finding" WHERE "code" = ? AND "file" = ? AND "line" = ? '

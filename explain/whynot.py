@@ -48,6 +48,11 @@ class RuleFailure:
     satisfied: list[str] = field(default_factory=list)  # the literals before it, instantiated
     binding: dict[str, Value] = field(default_factory=dict)
     causes: list[RuleFailure] = field(default_factory=list)  # why a failing derived atom fails
+    # What holds in the failing atom's place (the nearest tuple: its bound values kept, the
+    # rule's constants given up from the right), or, for a negated atom, the tuple that blocks.
+    failing_relation: str | None = None
+    instead_values: tuple | None = None
+    instead: str = ""
 
     @property
     def holds(self) -> bool:
@@ -86,7 +91,18 @@ class WhyNotAnalyzer:
         self.program = program or db.program
         self.locator = Locator(self.con, self.program, source_line)
         self.max_depth = max_depth
+        self.queries = 0  # SQL statements run, for the benchmark
         self._line_nodes: set[Value] = set()  # the nodes on the line a finding was expected at
+
+    @classmethod
+    def sharing(cls, con, program: Program, locator: Locator, *, max_depth: int = 3) -> WhyNotAnalyzer:  # type: ignore[no-untyped-def]
+        """An analyzer over the connection and locations a Prover already holds."""
+        analyzer = cls.__new__(cls)
+        analyzer.con, analyzer.program, analyzer.locator = con, program, locator
+        analyzer.max_depth = max_depth
+        analyzer.queries = 0
+        analyzer._line_nodes = set()
+        return analyzer
 
     # -- one rule --------------------------------------------------------------------------
 
@@ -114,6 +130,7 @@ class WhyNotAnalyzer:
             result.failing = show_literal(failing, determined, nodes)
             first = k == 1
             result.message = self._explain(failing, determined, known, nodes, first, capped)
+            self._instead(result, failing, determined, nodes)
             if depth < self.max_depth and isinstance(failing, Atom) and not failing.negated:
                 result.causes = self.atom_failures(failing, known, depth + 1)
             return result
@@ -121,6 +138,38 @@ class WhyNotAnalyzer:
         result.binding = determined
         result.message = f"holds: {show_literal(rule.head, determined, nodes)}"
         return result
+
+    def _instead(
+        self, result: RuleFailure, failing: Literal, binding: dict[str, Value], nodes: set[str]
+    ) -> None:
+        """What holds where the failing atom does not: `gate(2, _, "fail", _)` is missing, but
+        `gate(2, "Problem size", "pass", ...)` holds; for `!x(...)`, the x tuple that blocks."""
+        if not isinstance(failing, Atom):
+            return
+        rel = self.program.relations[failing.relation]
+        result.failing_relation = failing.relation
+        if failing.negated:
+            found = self._blocker(failing, binding)
+        else:
+            fixed = {i: v for i, arg in enumerate(failing.args) if (v := _value_of(arg, binding)) is not None}
+            constants = [i for i, arg in enumerate(failing.args) if isinstance(arg, Const)]
+            found = None
+            while constants and found is None:
+                fixed.pop(constants.pop())  # give up the rule's constants, the last first
+                found = self._first_row(failing.relation, fixed)
+        if found is not None:
+            result.instead_values = found
+            result.instead = show_tuple(failing.relation, found, self.locator.columns.get(rel.name, ()))
+
+    def _first_row(self, relation: str, fixed: Mapping[int, Value]) -> tuple | None:
+        rel = self.program.relations[relation]
+        conds = [f"{quote(rel.column_names[i])} = {literal(v, rel.base_types[i])}" for i, v in fixed.items()]
+        cols = ", ".join(quote(name) for name in rel.column_names) or "1"
+        where = f" WHERE {' AND '.join(conds)}" if conds else ""
+        order = f" ORDER BY {cols}" if rel.column_names else ""
+        self.queries += 1
+        row = self.con.execute(f"SELECT {cols} FROM {quote(relation)}{where}{order} LIMIT 1").fetchone()
+        return None if row is None or not rel.column_names else tuple(row)
 
     def atom_failures(
         self, atom: Atom, known: Mapping[str, Sequence[Value]], depth: int
@@ -178,6 +227,7 @@ class WhyNotAnalyzer:
                 outer[name] = f'"__cand{i}"."v"'
         query = BodyQuery(self.program.relations, plan)
         sql = query.sql(outer=outer, extra_from=extra_from, limit=SAMPLE)
+        self.queries += 1
         return [row.binding for row in query.rows(self.con, sql)]
 
     # -- messages --------------------------------------------------------------------------

@@ -156,7 +156,7 @@ def test_r104_proof_reads_like_the_issue(examples: Assessment) -> None:
     root = prove(examples, "finding", ("R104", "sync_in_loop.py", 12, "descend"))
     text = render_text(root)
     line = next(ln for ln in text.splitlines() if ln.strip().startswith('site("R104", n'))
-    assert line.endswith("— sync_in_loop.py:12  loss = np.dot(r, r).item()")
+    assert line.rsplit("  #", 1)[0].endswith("— sync_in_loop.py:12  loss = np.dot(r, r).item()")
     assert 'site("R104", C) :- host_conversion(C), hot(C).' in text
     assert "[extracted fact] — sync_in_loop.py:12" in text
     assert "[fact, rules/codes/R104/rules.dl:" in text  # code_info, written in its code's folder
@@ -279,11 +279,12 @@ def test_why_not_follows_a_missing_hot_path(examples: Assessment, expected_cases
 
 
 def test_cli_why_finding_verdict_gate_and_formats(tree: Path) -> None:
-    out = runner.invoke(app, ["why", "R104", "sync_in_loop.py:12", str(tree)])
+    out = runner.invoke(app, ["why", "R104", "sync_in_loop.py:12", str(tree), "--format", "tree"])
     assert out.exit_code == 0, out.output
     assert "[rules/findings.dl:" in out.stdout and "loss = np.dot(r, r).item()" in out.stdout
     verdict = runner.invoke(
-        app, ["why", "verdict", str(tree / "sync_in_loop.py"), "--elements", "50M", "--gpus", "1"]
+        app,
+        ["why", "verdict", str(tree / "sync_in_loop.py"), "--elements", "50M", "--gpus", "1", "-f", "tree"],
     )
     assert verdict.exit_code == 0, verdict.output
     assert verdict.stdout.startswith('verdict("LIGHT REFACTOR", 6)')

@@ -112,10 +112,8 @@ def test_why_accepts_a_notebook_location_as_reported(tmp_path: Path) -> None:
     assert where == "analysis.ipynb:cell 3:line 4"
     why = _invoke(["why", "R104", where, str(root), "--no-cache"])
     assert why.exit_code == 0, why.output
-    assert (
-        why.stdout.startswith('finding("R104", "analysis.ipynb"')
-        and "total.append(v.sum().item())" in why.stdout
-    )
+    assert why.stdout.startswith("R104 at analysis.ipynb:cell 3:line 4: host materialization")
+    assert "total.append(v.sum().item())" in why.stdout
     why_not = _invoke(["why", "not", "R101", where, str(root), "--no-cache"])
     assert why_not.exit_code == 0, why_not.output
 
@@ -136,7 +134,7 @@ def test_why_says_a_finding_is_suppressed(tmp_path: Path) -> None:
         f"R104 at solver.py:{SYNC_LINE} is suppressed by `# cpq: ignore[R104]` (reviewed: converges in 3): "
         "it is left out of the report (--show-suppressed lists it) and of the verdict."
     )
-    assert rest and rest[0].startswith('finding("R104", "solver.py", 8')
+    assert rest and rest[0].startswith("R104 at solver.py:8 in descend: host materialization")
     data = json.loads(_invoke(["why", "R104", f"solver.py:{SYNC_LINE}", str(root), "-f", "json"]).stdout)
     assert data["note"] == first
 
