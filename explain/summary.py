@@ -143,16 +143,17 @@ class Summarizer:
         return []
 
     def _add(self, out: list[Step], step: Step) -> None:
+        """Appends the step, or folds it into the last one when both are about the same node,
+        or say the same of the same line (`an array`, three times over one expression)."""
         last = out[-1] if out else None
-        if last is not None and last.subject == step.subject and not last.details:
-            if step.subject is not None or step.words == last.words:
-                for words in step.words:
-                    if words not in last.words:
-                        last.words.append(words)
-                last.details.extend(step.details)
-                last.depth = min(last.depth, step.depth)
-                last.handle = step.handle if step.depth < last.depth else last.handle
-                return
+        if last is not None and not last.details and _same_place(last, step):
+            for words in step.words:
+                if not any(words in said for said in last.words):
+                    last.words.append(words)
+            last.details.extend(step.details)
+            if step.depth < last.depth:
+                last.depth, last.handle = step.depth, step.handle
+            return
         out.append(step)
 
     def _subject(self, node: ProofNode) -> object:
@@ -233,6 +234,15 @@ def _keep(steps: list[Step], max_steps: int) -> set[int]:
 
 def headline_words(root: ProofNode, program: Program, locator: Locator) -> str | None:
     return Summarizer(program, locator).words(root.relation or "", root.values, root.location)
+
+
+def _same_place(last: Step, step: Step) -> bool:
+    if last.subject is not None and last.subject == step.subject:
+        return True
+    if last.location is None or step.location is None:
+        return last.location is None and step.location is None and last.words == step.words
+    same_line = (last.location.file, last.location.line) == (step.location.file, step.location.line)
+    return same_line and all(any(w in said for said in last.words) for w in step.words)
 
 
 def _code(loc: Location) -> str:
