@@ -11,7 +11,7 @@ db.rows("path"); db.query('path(1, X), X > 2')
 from .database import Database
 from .errors import DatalogError
 from .evaluation import EvalStats, StratumStats
-from .include import JoinedText, SourceMap, folder_lister, folder_reader, join_includes
+from .include import JoinedText, Library, SourceMap, folder_lister, folder_reader, join_includes
 from .program import Program, parse_joined, parse_program
 from .query import CompiledQuery, compile_query, query_warnings
 from .stratify import Stratum
@@ -49,6 +49,7 @@ __all__ = [
     "EvalStats",
     "Fact",
     "JoinedText",
+    "Library",
     "Literal",
     "Program",
     "Relation",
