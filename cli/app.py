@@ -300,18 +300,37 @@ def rules(
             "('-': standard output), for Soufflé or a --rules copy to extend.",
         ),
     ] = None,
+    rules_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--rules",
+            help="The rules of this file (with what it includes, `#include <cpq>` the shipped "
+            "rules) instead of the shipped rules: its own codes are listed too.",
+        ),
+    ] = None,
 ) -> None:
     """The catalogue: every R-code with kind, title, recipe and its rules (rules.dl and the
     files under rules/ it includes)."""
-    if export is not None:
-        if code is not None:
-            raise fail("--export writes every rule: give no CODE with it")
-        _export_rules(export)
-        return
+    from ..engine import DatalogError
+
+    if rules_file is not None and not rules_file.is_file():
+        raise fail(f"{rules_file}: no such rules file")
+    try:
+        if export is not None:
+            if code is not None:
+                raise fail("--export writes every rule: give no CODE with it")
+            _export_rules(export, rules_file)
+            return
+        _show_catalogue(code, rules_file)
+    except DatalogError as exc:
+        raise fail(str(exc)) from None
+
+
+def _show_catalogue(code: str | None, rules_file: Path | None) -> None:
     from ..rules.catalogue import catalogue_rows, rule_texts
     from ..rules.registry import recipe_text, registry
 
-    rows = catalogue_rows()
+    rows = catalogue_rows(rules_file)
     if code is None:
         from tabulate import tabulate
 
@@ -333,16 +352,18 @@ def rules(
         typer.echo("")
         typer.echo(f"Its folder: rules/codes/{c}/ (rules.dl, code.toml, doc.md, fixture.py)")
     typer.echo("")
-    for where, text in rule_texts(c):
+    for where, text in rule_texts(c, rules_file):
         typer.echo(f"{where}:")
         typer.echo(text)
         typer.echo("")
 
 
-def _export_rules(target: str) -> None:
-    from ..rules.program import rules_text
+def _export_rules(target: str, rules_file: Path | None) -> None:
+    from ..rules.program import read_rules, rules_text
 
-    text = rules_text()
+    # A --rules file joined with all it includes, the shipped rules of `#include <cpq>` too:
+    # one file that Soufflé reads, whatever the program was spread over.
+    text = read_rules(rules_file).text if rules_file is not None else rules_text()
     if target == "-":
         sys.stdout.write(text)
         return

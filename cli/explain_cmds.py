@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NoReturn
@@ -80,9 +81,19 @@ QUERY_HELP = (
     "ATOMS is a rule body in Soufflé syntax over extracted and derived relations, with `_`, "
     "constants, comparisons and negation (`!r(X)`); its variables become the columns, e.g. "
     "cpq query 'finding(C, F, L, _), C = \"R104\"' src/. "
+    "Before the body, the text may define relations of its own: `.decl` lines, rules and facts "
+    "in Soufflé syntax, recursion included, which read the assessment's relations, e.g. "
+    "cpq query '.decl reaches(f: number, g: number) "
+    "reaches(F, G) :- calls_function(C, G), node(C, _, F, _). "
+    "reaches(F, H) :- reaches(F, G), reaches(G, H). reaches(F, G)' src/ "
+    "(which function reaches which through calls). "
+    "--file Q.dl reads the text from a file: declarations and rules, then the body to answer "
+    "last (a final '.' is allowed). They are evaluated over the saved results of the assessment, "
+    "which is not run again for them; nothing is written. "
     "Rows come sorted by all columns (--sort picks the leading ones); --limit N shows the "
     "first N; --timeout stops a long query. "
-    "`cpq query --relations [PATTERN]` lists the relations with their columns and docs."
+    "`cpq query --relations [PATTERN]` lists the relations with their columns and docs. "
+    "(--rules FILE, unlike --file, changes the rules the assessment runs.)"
 )
 
 
@@ -383,7 +394,19 @@ def query(
             "(with --relations: a pattern the listed names contain, or a glob like 'finding*').",
         ),
     ] = None,
-    path: Annotated[Path, typer.Argument(help="A Python file or a directory tree.")] = Path("."),
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="A Python file or a directory tree (default: .).", show_default=False),
+    ] = None,
+    query_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            metavar="Q.dl",
+            help="Read the query from this file instead of ATOMS: .decl lines, rules and facts, "
+            "then the body to answer, last.",
+        ),
+    ] = None,
     relations: Annotated[
         bool, typer.Option("--relations", help="List the relations (matching ATOMS), their columns and docs.")
     ] = False,
@@ -417,7 +440,7 @@ def query(
     cache_dir: CacheDirOpt = None,
 ) -> None:
     """See QUERY_HELP."""
-    from ..engine import DatalogError, compile_query, query_warnings
+    from ..engine import DatalogError, compile_query, parse_extension, query_warnings
     from ..rules.program import load_program
 
     try:
@@ -427,20 +450,40 @@ def query(
     if relations:
         _print_relations(program, format, atoms)
         return
-    if atoms is None or not atoms.strip():
-        usage_error("give a query, e.g. cpq query 'finding(C, F, L, _)' PATH, or --relations")
+    text, source, path = _query_text(atoms, path, query_file)
     try:  # check the query before paying for the assessment
-        compiled = compile_query(atoms, program.relations, "query", program.inline)
+        extension = parse_extension(text, program, source)
+        if extension is None:
+            compiled = compile_query(text, program.relations, source, program.inline)
+        else:
+            own = extension.program
+            compiled = compile_query(extension.body, own.relations, source, own.inline)
     except DatalogError as exc:
-        _query_error(atoms, exc, program)
-    _check_integers(atoms)
-    for warning in query_warnings(atoms, "query"):
+        _query_error(text, exc, program, query_file is None)
+    _check_integers(text)
+    warnings = query_warnings(text if extension is None else extension.body, source)
+    if extension is not None:
+        warnings = sorted([*warnings, *extension.warnings], key=lambda w: (w.line, w.column))
+    for warning in warnings:
         typer.echo(f"cpq: warning: {warning}", err=True)
     sql = _sorted_sql(compiled.sql, compiled.columns, sort) if sort else compiled.sql
     context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
     result = _assessment(path, context, rules, cache_dir, no_cache)
-    assert result.db is not None
-    rows, more = _run_query(result.db.con, sql, limit, timeout)
+    db = result.db
+    assert db is not None
+
+    def evaluate_own_relations() -> None:
+        """The query's own relations, in temporary tables beside the saved results."""
+        if extension is None:
+            return
+        from ..engine import Database
+
+        try:
+            Database.beside(db, extension.program).evaluate()
+        except DatalogError as exc:  # a rule that fails as it runs (an overflow, a bad regex)
+            usage_error(str(exc))
+
+    rows, more = _run_query(db.con, sql, limit, timeout, prepare=evaluate_own_relations)
     if not compiled.columns:  # a yes/no question: does any row hold?
         rows, more = ([()] if rows else []), 0
     sys.stdout.write(_format_rows(compiled.columns, rows, format))
@@ -453,6 +496,26 @@ def query(
     if not state.quiet:
         total = len(rows) + more
         typer.echo(f"cpq: {total} row{'s' if total != 1 else ''}", err=True)
+
+
+def _query_text(atoms: str | None, path: Path | None, query_file: Path | None) -> tuple[str, str, Path]:
+    """(the query's text, its name in messages, the assessed PATH) from ATOMS or --file."""
+    if query_file is None:
+        if atoms is None or not atoms.strip():
+            usage_error("give a query, e.g. cpq query 'finding(C, F, L, _)' PATH, or --relations")
+        return atoms, "query", path or Path(".")
+    if atoms is not None and path is not None:
+        usage_error(f"unexpected {str(path)!r}: with --file, give only the PATH to assess")
+    try:
+        text = query_file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        usage_error(f"{query_file}: not UTF-8 text ({exc.reason})")
+    except OSError as exc:
+        usage_error(f"{query_file}: {exc.strerror or exc}")
+    if not text.strip():
+        usage_error(f"{query_file}: empty; a query file ends with the body to answer: finding(C, F, L, _)")
+    # With --file, the one word before the options is the PATH.
+    return text, str(query_file), Path(atoms) if atoms is not None else Path(".")
 
 
 def _check_integers(text: str) -> None:
@@ -481,9 +544,16 @@ def _sorted_sql(sql: str, columns: list[str], sort: str) -> str:
     return f"SELECT * FROM ({sql}) ORDER BY {', '.join(keys)}"
 
 
-def _run_query(con: Any, sql: str, limit: int | None, timeout: float | None) -> tuple[list[tuple], int]:
+def _run_query(
+    con: Any,
+    sql: str,
+    limit: int | None,
+    timeout: float | None,
+    prepare: Callable[[], None] | None = None,
+) -> tuple[list[tuple], int]:
     """(the rows shown, how many more there are): a DuckDB error in one line (exit 2), a
-    query past `timeout` interrupted (exit TIMEOUT_STATUS)."""
+    query past `timeout` interrupted (exit TIMEOUT_STATUS).  `prepare` runs first, within the
+    same time (the evaluation of the query's own relations)."""
     import threading
 
     import duckdb
@@ -493,6 +563,8 @@ def _run_query(con: Any, sql: str, limit: int | None, timeout: float | None) -> 
         timer.daemon = True
         timer.start()
     try:
+        if prepare is not None:
+            prepare()
         con.execute(sql)
         if limit is None:
             return con.fetchall(), 0
@@ -515,8 +587,9 @@ def _run_query(con: Any, sql: str, limit: int | None, timeout: float | None) -> 
             timer.cancel()
 
 
-def _query_error(text: str, exc: DatalogError, program: Program) -> NoReturn:
-    """The message, then the query line with a caret under the offending token."""
+def _query_error(text: str, exc: DatalogError, program: Program, show_line: bool = True) -> NoReturn:
+    """The message, then (`show_line`: a query on the command line, where no editor shows it)
+    the query line with a caret under the offending token."""
     import difflib
     import re
 
@@ -528,7 +601,7 @@ def _query_error(text: str, exc: DatalogError, program: Program) -> NoReturn:
             message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
     typer.echo(f"cpq: {message}", err=True)
     lines = text.splitlines() or [""]
-    if 1 <= exc.line <= len(lines):
+    if show_line and 1 <= exc.line <= len(lines):
         typer.echo(f"  {lines[exc.line - 1]}", err=True)
         typer.echo(f"  {' ' * max(exc.column - 1, 0)}^", err=True)
     raise typer.Exit(2)

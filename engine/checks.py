@@ -7,6 +7,10 @@ program.py.
 
 Design choice: a rule whose head is an `.input` relation is an *error* (facts are allowed).
 Inputs are loaded from the outside world; deriving into them silently mixes the two.
+
+A text may also extend a program already evaluated (`Base`: a query's own relations over the
+results of an assessment, see extend.py): it reads the base's relations, types and inline
+relations, and may neither declare them again nor add rules, facts or directives to them.
 """
 
 from __future__ import annotations
@@ -45,6 +49,15 @@ INTERNAL_TABLE_PREFIX = "__cpq"
 UNSUPPORTED_QUALIFIERS = {"eqrel": "eqrel relations (equivalence closure) are not supported"}
 
 
+@dataclass(frozen=True, slots=True)
+class Base:
+    """The program a text extends: what it may read, and where each relation is declared."""
+
+    relations: dict[str, Relation]
+    types: dict[str, str]
+    inline: dict[str, list[InlineRule]]
+
+
 @dataclass(slots=True)
 class CheckedProgram:
     types: dict[str, str] = field(default_factory=dict)  # declared type -> base type
@@ -56,15 +69,26 @@ class CheckedProgram:
 
 
 def check_program(
-    parsed: ParsedText, source: str, where_from: Callable[[int, int], str] | None = None
+    parsed: ParsedText,
+    source: str,
+    where_from: Callable[[int, int], str] | None = None,
+    base: Base | None = None,
 ) -> CheckedProgram:
     """`where_from(line, other)` names a line in a message about line `other` ("line 3", or
-    "rules/a.dl:3" in another file of the program; see include.SourceMap)."""
+    "rules/a.dl:3" in another file of the program; see include.SourceMap).  With `base`, the
+    text extends that program: `relations` and `inline` hold the base's too, `rules`, `plans`
+    and `facts` the text's only."""
     out = CheckedProgram()
-    out.types = _check_types(parsed, source)
+    out.types = _check_types(parsed, source, base.types if base is not None else {})
     out.relations = _check_decls(
-        parsed.decls, out.types, source, where_from or (lambda line, _other: f"line {line}")
+        parsed.decls,
+        out.types,
+        source,
+        where_from or (lambda line, _other: f"line {line}"),
+        base.relations if base is not None else {},
     )
+    if base is not None:
+        _check_leaves_base_alone(parsed, base, source)
 
     for io in parsed.io:
         rel = out.relations.get(io.relation)
@@ -85,6 +109,8 @@ def check_program(
             kind = "an .input" if rel.is_input else "an .output"
             raise error_at(rel, f"inline relation '{rel.name}' cannot be {kind} relation", source)
     out.inline = {name: [] for name, rel in out.relations.items() if rel.is_inline}
+    if base is not None:  # the base's definitions, which the text's rules may use
+        out.inline.update((name, list(rules)) for name, rules in base.inline.items())
 
     planner = Planner(out.relations, source)
     for clause in parsed.clauses:
@@ -138,13 +164,34 @@ def check_program(
     return out
 
 
-def _check_types(parsed: ParsedText, source: str) -> dict[str, str]:
+def _check_leaves_base_alone(parsed: ParsedText, base: Base, source: str) -> None:
+    """A text extending `base` reads its relations: it adds no rule, fact or directive to one."""
+    for io in parsed.io:
+        if io.relation in base.relations:
+            what = _of_known(base.relations[io.relation])
+            raise error_at(io, f"'{io.relation}' is {what}: .{io.kind} cannot change it", source)
+    for clause in parsed.clauses:
+        for head in clause.heads:
+            if head.relation in base.relations:
+                what = "facts" if clause.branches is None else "rules"
+                owner = _of_known(base.relations[head.relation])
+                raise error_at(
+                    head,
+                    f"'{head.relation}' is {owner}, already evaluated: {what} "
+                    "cannot be added to it; declare a relation of your own (.decl) and derive that",
+                    source,
+                )
+
+
+def _check_types(parsed: ParsedText, source: str, known: dict[str, str]) -> dict[str, str]:
+    """The declared types, those of `known` (a base program's, already resolved) included."""
     aliases: dict[str, str] = {}
     for decl in parsed.types:
-        if decl.name in aliases or decl.name in BASE_TYPES:
+        if decl.name in aliases or decl.name in BASE_TYPES or decl.name in known:
             raise error_at(decl, f"type '{decl.name}' is already declared", source)
         aliases[decl.name] = decl.base
-    resolved: dict[str, str] = {}
+    aliases.update(known)  # a base type resolves to itself's base, which resolve_base follows
+    resolved: dict[str, str] = dict(known)
     for decl in parsed.types:
         base = resolve_base(decl.name, aliases)
         if base is None:
@@ -158,11 +205,23 @@ def _check_types(parsed: ParsedText, source: str) -> dict[str, str]:
 
 
 def _check_decls(
-    decls: list[RelDecl], types: dict[str, str], source: str, where_from: Callable[[int, int], str]
+    decls: list[RelDecl],
+    types: dict[str, str],
+    source: str,
+    where_from: Callable[[int, int], str],
+    known: dict[str, Relation],
 ) -> dict[str, Relation]:
-    relations: dict[str, Relation] = {}
-    folded: dict[str, Relation] = {}
+    """The relations declared, after those of `known` (a base program's)."""
+    relations: dict[str, Relation] = dict(known)
+    folded: dict[str, Relation] = {name.lower(): rel for name, rel in known.items()}
     for decl in decls:
+        if decl.name in known:
+            raise error_at(
+                decl,
+                f"relation '{decl.name}' is already declared: it is {_of_known(known[decl.name])} "
+                "(a query reads it as it is); give yours another name",
+                source,
+            )
         if decl.name in relations:
             first = relations[decl.name]
             raise error_at(
@@ -173,7 +232,7 @@ def _check_decls(
         # DuckDB identifiers are case-insensitive, so `Edge` and `edge` would share a table.
         if decl.name.lower() in folded:
             other = folded[decl.name.lower()]
-            where = where_from(other.line, decl.line)
+            where = other.where if other.name in known else where_from(other.line, decl.line)
             raise error_at(
                 decl,
                 f"relation '{decl.name}' differs from '{other.name}' ({where}) only "
@@ -215,6 +274,10 @@ def _check_decls(
         relations[decl.name] = rel
         folded[decl.name.lower()] = rel
     return relations
+
+
+def _of_known(rel: Relation) -> str:
+    return f"a relation of the rules ({rel.where})" if rel.file else "a relation of the rules"
 
 
 def check_atom(atom: Atom, relations: dict[str, Relation], source: str) -> None:

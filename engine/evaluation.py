@@ -121,7 +121,9 @@ class Evaluation(Storage):
         self._compiled = None
         self._sizes = {}
         self._deps = None
-        self.concurrency = DEFAULT_CONCURRENCY
+        # Temporary tables (a database `beside` another) are seen by their connection alone,
+        # not by the cursors other strata would run on.
+        self.concurrency = DEFAULT_CONCURRENCY if self._own_tables is None else 1
         self._round_pool = None
         self._cursors = None
 
@@ -377,6 +379,8 @@ class Evaluation(Storage):
         def insert(head: str, parts: list[tuple[int, str]], sql: str, con: Connection) -> int:
             try:
                 return self._execute_count(sql, con)
+            except duckdb.InterruptException:
+                raise  # stopped from outside (a time limit): not the rule's fault
             except duckdb.Error as exc:
                 raise self._rule_failure(parts, round_no, exc, con) from exc
 

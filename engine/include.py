@@ -10,7 +10,12 @@ a program split into files needs, `#include "path"` on a line of its own:
 * one folder of the path may be `*` (cpq's own, not the C preprocessor's): every folder there
   that holds the file, in name order (`#include "rules/codes/*/rules.dl"` takes each R-code's
   folder), so that adding a folder adds its rules with no line to edit.  Soufflé is given the
-  joined text (`cpq rules --export`), where the pattern is expanded.
+  joined text (`cpq rules --export`), where the pattern is expanded;
+* `#include <NAME>` includes a *library*, a program kept elsewhere that the caller names
+  (`Library`): `#include <cpq>` in a user's rules file is the shipped rules (rules/program.py).
+  Its files are named `<NAME>/FILE` ("<cpq>/rules/arrays.dl"), its includes are relative
+  to its own folder and may not leave it, and it is included once like any file.  Any other
+  name in angle brackets is an error at the line.
 
 Lines are read as lines, not through the grammar: an `#include` line inside a `/* */` comment
 is expanded all the same (cpp would not), and other `#` lines are left to the parser's error.
@@ -29,7 +34,7 @@ import os
 import posixpath
 import re
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
 
@@ -44,7 +49,31 @@ Lister = Callable[[str], list[str]]
 
 _INCLUDE = re.compile(r"[ \t]*#[ \t]*include\b")
 _TARGET = re.compile(r'[ \t]*"([^"]+)"[ \t]*(//.*)?\r?$')
+_LIBRARY_TARGET = re.compile(r"[ \t]*<([^<>]*)>[ \t]*(//.*)?\r?$")
 PART_MARKER = "// ---- from "
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """A program `#include <NAME>` brings in: its entry file and how to read its files, by
+    paths relative to its entry file's folder."""
+
+    name: str  # as written between the brackets: "cpq"
+    entry: str  # its entry file: "rules.dl"
+    read: Reader
+    list_names: Lister
+    folder: str  # where its files are, to name them as paths in messages
+
+    @property
+    def prefix(self) -> str:
+        """How its files are named in the joined program: "<cpq>/"."""
+        return f"<{self.name}>/"
+
+
+def library_of(file: str) -> str | None:
+    """The library a program file belongs to ("cpq" for "<cpq>/rules.dl"), or None."""
+    top = file.split("/", 1)[0]
+    return top[1:-1] if len(top) > 2 and top.startswith("<") and top.endswith(">") else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +96,8 @@ class SourceMap:
 
     entry: str
     spans: tuple[Span, ...] = ()  # none: the text is the entry file's own
+    # (name, folder) of each library included: where its files are, for `path`.
+    libraries: tuple[tuple[str, str], ...] = ()
     _ends: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -103,6 +134,10 @@ class SourceMap:
         """A program file as a path to open: the entry's folder joined with its name."""
         if file == self.entry_name:
             return self.entry
+        library = library_of(file)
+        folder = dict(self.libraries).get(library) if library is not None else None
+        if folder is not None:
+            return os.path.join(folder, *file.split("/")[1:])
         return os.path.join(os.path.dirname(self.entry), *file.split("/"))
 
     def relocate(self, exc: DatalogError) -> DatalogError:
@@ -143,26 +178,36 @@ def folder_lister(folder: Path) -> Lister:
 
 
 def join_includes(
-    text: str, source: str, read: Reader | None = None, list_names: Lister | None = None
+    text: str,
+    source: str,
+    read: Reader | None = None,
+    list_names: Lister | None = None,
+    libraries: Sequence[Library] = (),
 ) -> JoinedText:
     """Expand the `#include` lines of `text` (the entry file `source`); `read` reads the files
     it includes and `list_names` lists a folder (for a `*` in a path), by default in the
-    folder of `source`."""
+    folder of `source`; `libraries` are those `#include <NAME>` may name."""
     if not any(_INCLUDE.match(line) for line in text.split("\n")):
         return JoinedText(text, SourceMap(source))
     folder = Path(source).parent
     if read is None:
         read, list_names = folder_reader(folder), list_names or folder_lister(folder)
-    joiner = _Joiner(SourceMap(source), read, list_names)
+    joiner = _Joiner(SourceMap(source), read, list_names, {library.name: library for library in libraries})
     joiner.add_file(joiner.names.entry_name, text, ())
-    return JoinedText("\n".join(joiner.lines) + "\n", SourceMap(source, tuple(joiner.spans)))
+    used = tuple(
+        (name, library.folder)
+        for name, library in joiner.libraries.items()
+        if any(library_of(span.file) == name for span in joiner.spans)
+    )
+    return JoinedText("\n".join(joiner.lines) + "\n", SourceMap(source, tuple(joiner.spans), used))
 
 
 @dataclass(slots=True)
 class _Joiner:
     names: SourceMap  # the entry only: names files and paths for messages
-    read: Reader
-    list_names: Lister | None
+    read_own: Reader  # the files of the entry's folder
+    list_own: Lister | None
+    libraries: dict[str, Library]
     lines: list[str] = field(default_factory=list)
     spans: list[Span] = field(default_factory=list)
     done: set[str] = field(default_factory=set)
@@ -203,12 +248,13 @@ class _Joiner:
                 line,
                 f"#include '{target}': only one whole folder name may be '*' (\"rules/codes/*/rules.dl\")",
             )
-        if self.list_names is None:
-            raise self.error(file, line_no, line, f"#include '{target}': the folders cannot be listed")
         at = stars[0]
         parent, rest = "/".join(parts[:at]), "/".join(parts[at + 1 :])
+        names = self.list_names(parent)
+        if names is None:
+            raise self.error(file, line_no, line, f"#include '{target}': the folders cannot be listed")
         found = []
-        for name in sorted(self.list_names(parent)):
+        for name in sorted(names):
             if name.startswith("."):
                 continue
             candidate = posixpath.join(parent, name, rest) if parent else posixpath.join(name, rest)
@@ -218,7 +264,22 @@ class _Joiner:
 
     def exists(self, relative: str) -> bool:
         folder, name = posixpath.split(relative)
-        return self.list_names is not None and name in self.list_names(folder)
+        return name in (self.list_names(folder) or [])
+
+    def read(self, file: str) -> str:
+        """A file of the program: of a library ("<cpq>/rules.dl"), or of the entry's folder."""
+        library = library_of(file)
+        if library is None:
+            return self.read_own(file)
+        return self.libraries[library].read(file.split("/", 1)[1])
+
+    def list_names(self, folder: str) -> list[str] | None:
+        """The names in a folder of the program; None when folders cannot be listed."""
+        library = library_of(folder)
+        if library is None:
+            return self.list_own(folder) if self.list_own is not None else None
+        rest = folder.split("/", 1)[1] if "/" in folder else ""
+        return self.libraries[library].list_names(rest)
 
     def add_part(self, file: str, lines: list[str], start: int, stop: int) -> None:
         """Lines start..stop-1 (0-based) of `file`, unless there is nothing but blanks."""
@@ -234,6 +295,9 @@ class _Joiner:
     def target(self, file: str, line_no: int, line: str) -> str:
         """The included file, named relative to the entry's folder."""
         rest = line[_INCLUDE.match(line).end() :]  # type: ignore[union-attr]
+        bracketed = _LIBRARY_TARGET.fullmatch(rest)
+        if bracketed is not None:
+            return self.library_entry(file, line_no, line, bracketed.group(1).strip())
         found = _TARGET.fullmatch(rest)
         if found is None:
             raise self.error(file, line_no, line, '#include needs a file in double quotes: #include "FILE"')
@@ -246,11 +310,37 @@ class _Joiner:
                 f"#include of an absolute path '{name}': name it relative to the including file",
             )
         joined = posixpath.normpath(posixpath.join(posixpath.dirname(file), name))
+        library = library_of(file)
+        if library is not None:
+            # A library's files stay in its folder: `..` out of it would reach the user's.
+            if library_of(joined) != library:
+                raise self.error(file, line_no, line, f"#include '{name}' leaves the folder of <{library}>")
+            return joined
         if joined == ".." or joined.startswith("../"):
             raise self.error(
                 file, line_no, line, f"#include '{name}' leaves the folder of {self.names.entry_name}"
             )
+        named = library_of(joined)
+        if named is not None:
+            message = f"#include '{name}': a library is included by its name alone, #include <{named}>"
+            raise self.error(file, line_no, line, message)
         return joined
+
+    def library_entry(self, file: str, line_no: int, line: str, name: str) -> str:
+        """The entry file of library `name`, as the program names it ("<cpq>/rules.dl")."""
+        library = self.libraries.get(name)
+        if library is None:
+            known = ", ".join(f"<{known}>" for known in self.libraries)
+            what = f"the only one known is {known}" if len(self.libraries) == 1 else f"known: {known}"
+            if not self.libraries:
+                what = "no library can be included here"
+            raise self.error(
+                file,
+                line_no,
+                line,
+                f'#include <{name}>: no such library ({what}); include a file as #include "FILE"',
+            )
+        return library.prefix + library.entry
 
     def read_file(self, file: str, line_no: int, line: str, included: str) -> str:
         try:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from .errors import DatalogError
-from .include import JoinedText, Reader, SourceMap, join_includes
+from .include import JoinedText, Library, Reader, SourceMap, join_includes
 from .inline import InlineRule
 from .plan import BodyPlan
 from .stratify import Stratum, stratify
@@ -45,13 +46,15 @@ class Program:
         return (self.source_map or SourceMap(self.source)).path(file)
 
 
-def parse_program(text: str, source: str = "<input>", *, read: Reader | None = None) -> Program:
+def parse_program(
+    text: str, source: str = "<input>", *, read: Reader | None = None, libraries: Sequence[Library] = ()
+) -> Program:
     """Parse and check a Datalog program; raises DatalogError on the first problem.
 
     `#include` lines are expanded first (include.py); `read` reads the included files, by
-    default from the folder of `source`.
+    default from the folder of `source`, and `libraries` are those `#include <NAME>` may name.
     """
-    return parse_joined(join_includes(text, source, read))
+    return parse_joined(join_includes(text, source, read, libraries=libraries))
 
 
 def parse_joined(joined: JoinedText) -> Program:

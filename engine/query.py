@@ -73,6 +73,15 @@ def compile_query(
 _LOOKS_LIKE_A_CODE = re.compile(r"R\d{3}")
 
 
+def code_like_warning(var: Var, source: str) -> DatalogError | None:
+    """A warning for a variable named like an R-code, which matches anything; else None."""
+    if not _LOOKS_LIKE_A_CODE.fullmatch(var.name):
+        return None
+    return error_at(
+        var, f'{var.name} is a variable here (it matches anything); write "{var.name}" for the code', source
+    )
+
+
 def query_warnings(text: str, source: str = "<query>") -> list[DatalogError]:
     """What in a query parses but is likely a slip: a variable named like an R-code (unquoted,
     it matches anything), and a variable used once whose name is like another's (a typo).
@@ -93,14 +102,9 @@ def query_warnings(text: str, source: str = "<query>") -> list[DatalogError]:
     warnings = []
     for name, occurrences in uses.items():
         first = min(occurrences, key=lambda v: (v.line, v.column))
-        if _LOOKS_LIKE_A_CODE.fullmatch(name):
-            warnings.append(
-                error_at(
-                    first,
-                    f'{name} is a variable here (it matches anything); write "{name}" for the code',
-                    source,
-                )
-            )
+        code_like = code_like_warning(first, source)
+        if code_like is not None:
+            warnings.append(code_like)
         elif len(occurrences) == 1:
             others = [other for other, seen in uses.items() if other != name and len(seen) > 1]
             alike = [other for other in others if other.lower() == name.lower()]

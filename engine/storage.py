@@ -81,6 +81,9 @@ class Storage:
     staged: set[str]  # relations with a staging table (see staging_table)
     _compiler: SqlCompiler
     _evaluated: bool  # derived tuples to clear before evaluating again
+    # The tables of a database made `beside` another (temporary, on its connection); None for
+    # a database of its own, which has a table for every relation.
+    _own_tables: list[str] | None
 
     def __init__(
         self,
@@ -109,7 +112,26 @@ class Storage:
         _OPEN.add(self)
         self._compiler = SqlCompiler(program.relations)
         self._evaluated = evaluated
+        self._own_tables = None
         self._init_state()
+
+    @classmethod
+    def beside(cls, base: Storage, program: Program) -> Self:
+        """Tables for the relations `program` declares beside those of `base`'s program, on
+        `base`'s connection: `program` extends it (engine.extend), reading its relations as
+        they are.  They are temporary tables (DuckDB keeps them with the connection, in memory:
+        a database opened read-only takes them, and its file is left as it is), so only this
+        connection sees them; `close` drops them and leaves the connection open."""
+        self = cls.__new__(cls)
+        self.program = program
+        self.con = base.con
+        self._compiler = SqlCompiler(program.relations)
+        self._evaluated = False
+        self._own_tables = [name for name in program.relations if name not in base.program.relations]
+        self._init_state()
+        self._create_tables(self._own_tables, temporary=True)
+        self._insert_program_facts()
+        return self
 
     @classmethod
     def open(
@@ -156,6 +178,11 @@ class Storage:
         self.close()
 
     def close(self) -> None:
+        if self._own_tables is not None:  # the connection is the base's, which stays open
+            drops = [f"DROP TABLE IF EXISTS temp.{quote(name)}" for name in self._own_tables]
+            if drops:
+                self.con.execute(";\n".join(drops))
+            return
         self.con.close()
         _OPEN.discard(self)
 
@@ -172,15 +199,18 @@ class Storage:
         except KeyError:
             raise KeyError(f"unknown relation '{name}'") from None
 
-    def _create_tables(self) -> None:
+    def _create_tables(self, names: list[str] | None = None, temporary: bool = False) -> None:
+        """The tables of the relations `names` (by default all)."""
         statements = []
-        for rel in self.program.relations.values():
+        kind = "TEMP TABLE" if temporary else "TABLE"
+        for name in self.program.relations if names is None else names:
+            rel = self.program.relations[name]
             cols = [
                 f"{quote(name)} {SQL_TYPES[base]}"
                 for (name, _), base in zip(rel.columns, rel.base_types, strict=True)
             ]
             cols += ['"_iter" BIGINT NOT NULL', '"_rule" INTEGER']
-            statements.append(f"CREATE TABLE IF NOT EXISTS {quote(rel.name)} ({', '.join(cols)})")
+            statements.append(f"CREATE {kind} IF NOT EXISTS {quote(rel.name)} ({', '.join(cols)})")
         # One call for all of them: a statement per call costs more than the statement itself.
         self.con.execute(";\n".join(statements))
 
@@ -243,6 +273,11 @@ class Storage:
         """Every table's size as DuckDB keeps it, one catalog query instead of ~200 counts (15 ms
         of a one-file run).  Exact only while no row has been deleted, as before the first
         evaluation: DuckDB counts deleted rows until a checkpoint vacuums them."""
+        if self._own_tables is not None:
+            # Beside a base: the tables this program's rules read or fill, counted (temporary
+            # tables are not in the catalog query below; the base's hundreds are not needed).
+            read = {atom.relation for plan in self.program.plans for atom in plan.atoms}
+            return self.counts(sorted(read | set(self._own_tables)))
         sizes = dict(
             self.con.execute(
                 "SELECT table_name, estimated_size FROM duckdb_tables() "

@@ -121,6 +121,9 @@ class Assessment:
     _lines: dict[str, list[str]] = field(default_factory=dict, repr=False)
     suppressions: dict[str, list[Any]] = field(default_factory=dict)
     unused_suppressions: list[tuple[str, Any]] = field(default_factory=list)
+    # The codes of the rules evaluated, (code, kind, title, recipe) as their code_info says:
+    # the shipped catalogue, with a --rules file's own codes (T001, ...) when it adds some.
+    codes: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     def unresolved_counts(self) -> tuple[int, int]:
         """(loops, calls) no rule could judge."""
@@ -232,7 +235,8 @@ def read_back(result: Assessment, found: Evaluation, inputs: Inputs) -> None:
 
 
 def read_findings(db: Database, result: Assessment) -> list[Finding]:
-    info = {code: (kind, title, recipe) for code, kind, title, recipe in db.rows("code_info")}
+    result.codes = db.rows("code_info")
+    info = {code: (kind, title, recipe) for code, kind, title, recipe in result.codes}
     hot = set(db.rows("finding_hot"))
     counts = set(db.rows("finding_counts"))
     suppressed = set(db.rows("suppressed"))

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from .. import __version__
 from ..pipeline.assessment import Assessment, Finding
-from ..rules.registry import recipe_text, step_order
+from ..rules.registry import recipe_text, registry, step_order
 from .sketches import sketch
 from .wording import BETTER_TOOLS, fill_gate_reasons, thresholds, verdict_reason
 
@@ -158,7 +158,9 @@ def _sketches(findings: list[Finding]) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
     for f in findings:
-        if f.recipe in seen or not f.source_line:
+        # A code of a user's --rules file has no sketch (rules/codes/RXXX/code.toml): its
+        # recipe, in the table, is all there is to say.
+        if f.recipe in seen or not f.source_line or f.code not in registry():
             continue
         seen.add(f.recipe)
         s = sketch(f.code, f.source_line)
@@ -185,13 +187,14 @@ def _refactor(findings: list[Finding]) -> list[str]:
     out: list[str] = []
     for recipe, items in groups.items():
         codes = ", ".join(sorted({f.code for f in items}))
-        out += [f"### {recipe} ({codes}) — {recipe_text(items[0].code, recipe)}", ""]
+        text = recipe_text(items[0].code, recipe)
+        out += [f"### {recipe} ({codes})" + (f" — {text}" if text != recipe else ""), ""]
         out += _table(
             ["location", "code", "function", "line"],
             [[f.location, f.code, f.function, _code(f.source_line)] for f in items],
         )
         first = items[0]
-        if first.source_line:
+        if first.source_line and first.code in registry():
             s = sketch(first.code, first.source_line)
             out += ["", "```python", "# before", s.before, "# after", s.after, "```", ""]
     return out
@@ -263,7 +266,9 @@ def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> 
             "the findings below still apply there."
         )
     blocks = [f for f in findings if f.kind == "BLOCKS"]
-    for code in step_order():
+    stepped = step_order()
+    # The codes of a user's --rules file come after the catalogue's, in code order.
+    for code in stepped + sorted({f.code for f in blocks} - set(stepped)):
         sites = [f for f in blocks if f.code == code]
         if sites:
             where = ", ".join(f.location for f in sites[:4]) + (" …" if len(sites) > 4 else "")

@@ -25,7 +25,7 @@ from urllib.parse import quote
 from .. import __version__
 from ..pipeline.assessment import Assessment, Finding
 from ..rules.catalogue import catalogue_rows
-from ..rules.registry import code_doc, recipe_text
+from ..rules.registry import code_doc, recipe_text, registry
 from .baseline import Baseline, fingerprint
 from .wording import fill_gate_reasons, verdict_reason
 
@@ -51,18 +51,29 @@ def rule_name(title: str) -> str:
     return "".join(w[:1].upper() + w[1:] for w in re.split(r"[^0-9A-Za-z]+", title) if w)
 
 
-def sarif_rules() -> list[dict[str, Any]]:
-    """One reportingDescriptor per R-code of the catalogue, sorted by code."""
+def sarif_rules(codes: list[tuple[str, str, str, str]] | None = None) -> list[dict[str, Any]]:
+    """One reportingDescriptor per code, sorted by code: `codes` (code, kind, title, recipe) as
+    the code_info facts of the rules evaluated say, by default the shipped catalogue's.  A code
+    of a user's --rules file has no folder of prose: its title and recipe are what it says."""
     rules = []
-    for code, kind, title, recipe in catalogue_rows():
+    for code, kind, title, recipe in sorted(codes if codes is not None else catalogue_rows()):
         doc = code_doc(code, title)
         recipe_line = recipe_text(code, recipe)
-        text = f"{code} {title} ({kind}). {doc}"
-        markdown = f"**{code} {title}** ({kind})\n\n{doc}"
-        if recipe:
-            text += f"\n\nRecipe {recipe}: {recipe_line or recipe}."
-            markdown += f"\n\n**Recipe `{recipe}`**: {recipe_line or recipe}."
-        markdown += f"\n\n`cpq rules {code}` shows the Datalog rules behind it."
+        text = f"{code} {title} ({kind})."
+        markdown = f"**{code} {title}** ({kind})"
+        if doc != title:  # a code without prose of its own is said by its title alone
+            text += f" {doc}"
+            markdown += f"\n\n{doc}"
+        if recipe and recipe_line != recipe:
+            text += f"\n\nRecipe {recipe}: {recipe_line}."
+            markdown += f"\n\n**Recipe `{recipe}`**: {recipe_line}."
+        elif recipe:  # a recipe without a separate text: the recipe says what to do
+            text += f"\n\nRecipe: {recipe}."
+            markdown += f"\n\n**Recipe**: {recipe}."
+        if code in registry():
+            markdown += f"\n\n`cpq rules {code}` shows the Datalog rules behind it."
+        else:
+            markdown += f"\n\n`cpq rules {code} --rules FILE` shows the Datalog rules behind it."
         rules.append(
             {
                 "id": code,
@@ -91,7 +102,7 @@ def sarif_report(
     notebooks: for `.ipynb` files, how module lines map back to cells.
     """
     fill_gate_reasons(a)
-    rules = sarif_rules()
+    rules = sarif_rules(a.codes or None)
     index = {rule["id"]: i for i, rule in enumerate(rules)}
     emitted = [f for f in a.findings if f.kind in EMITTED_KINDS]
     new_ids = {id(f) for f in baseline.new_findings(emitted)} if baseline is not None else None
@@ -176,8 +187,10 @@ def _result(
     message = f"{where}{f.code} {f.title} in {f.function}"
     if f.source_line:
         message += f": `{f.source_line}`"
-    if f.recipe:
+    if f.recipe and recipe_text(f.code, f.recipe) != f.recipe:
         message += f". Recipe {f.recipe}: {recipe_text(f.code, f.recipe)}."
+    elif f.recipe:
+        message += f". Recipe: {f.recipe}."
     # Identical lines in one function share a hash; the occurrence number keeps them apart.
     digest = fingerprint(f.code, f.function, f.source_line)
     seen[digest] += 1

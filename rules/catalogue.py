@@ -1,13 +1,16 @@
-"""The R-code catalogue as rules.dl states it: code_info facts and the rules per code."""
+"""The R-code catalogue as rules.dl states it: code_info facts and the rules per code (of the
+shipped rules, or of a user's --rules file with its own codes)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from ..engine import Const
 from .program import load_program
 
 
-def catalogue_rows() -> list[tuple[str, str, str, str]]:
-    program = load_program()
+def catalogue_rows(rules_path: Path | None = None) -> list[tuple[str, str, str, str]]:
+    program = load_program(rules_path)
     rows = []
     for fact in program.facts:
         if fact.atom.relation == "code_info":
@@ -16,10 +19,10 @@ def catalogue_rows() -> list[tuple[str, str, str, str]]:
     return sorted(rows)
 
 
-def rule_texts(code: str) -> list[tuple[str, str]]:
+def rule_texts(code: str, rules_path: Path | None = None) -> list[tuple[str, str]]:
     """The clauses of the rules that derive `site(code, ...)`, with where they are written
     ("rules/arrays.dl:123")."""
-    program = load_program()
+    program = load_program(rules_path)
     seen: set[str] = set()
     out = []
     for rule in program.rules:

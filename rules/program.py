@@ -1,6 +1,7 @@
 """The rules program an assessment runs: the shipped rules.dl (with the rules/*.dl files it
 includes), or a user's --rules file checked for the relations cpq loads and reads, parsed once
-and kept in the user cache.
+and kept in the user cache.  A user's file extends the shipped rules with `#include <cpq>`
+(the library `shipped_library` describes) rather than copying them.
 
 It sits below everything that needs the program or its catalogue (config/project.py,
 pipeline/, cli/), so none of them has to reach up into another for it.  Of the caches it uses
@@ -17,6 +18,7 @@ from pathlib import Path
 from ..engine import (
     DatalogError,
     JoinedText,
+    Library,
     Program,
     folder_lister,
     folder_reader,
@@ -48,6 +50,14 @@ def _read_shipped(relative: str) -> str:
 def _list_shipped(relative: str) -> list[str]:
     folder = resources.files("cpq").joinpath(*[part for part in relative.split("/") if part])
     return [entry.name for entry in folder.iterdir()] if folder.is_dir() else []
+
+
+SHIPPED_LIBRARY = "cpq"  # `#include <cpq>`
+
+
+def shipped_library() -> Library:
+    """The shipped rules as a library a user's rules file includes: `#include <cpq>`."""
+    return Library(SHIPPED_LIBRARY, RULES_ENTRY, _read_shipped, _list_shipped, str(resources.files("cpq")))
 
 
 def shipped_rules() -> JoinedText:
@@ -97,7 +107,8 @@ REQUIRED_RELATIONS = (
 
 
 def read_rules(rules_path: Path) -> JoinedText:
-    """A rules file with the files it includes (from its folder)."""
+    """A rules file with the files it includes (from its folder, and the shipped rules for
+    `#include <cpq>`)."""
     try:
         text = rules_path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -107,7 +118,9 @@ def read_rules(rules_path: Path) -> JoinedText:
     except OSError as exc:
         raise DatalogError(f"cannot read: {exc.strerror}", source=str(rules_path), line=1, column=1) from None
     folder = rules_path.parent
-    return join_includes(text, str(rules_path), folder_reader(folder), folder_lister(folder))
+    return join_includes(
+        text, str(rules_path), folder_reader(folder), folder_lister(folder), [shipped_library()]
+    )
 
 
 def load_program(rules_path: Path | None = None) -> Program:
@@ -124,7 +137,7 @@ def load_program(rules_path: Path | None = None) -> Program:
             "the rules file does not declare relations cpq needs: "
             + ", ".join(missing[:8])
             + (" …" if len(missing) > 8 else "")
-            + " (extend a copy of the shipped rules: `cpq rules --export FILE` writes them as one file)",
+            + " (start the file with `#include <cpq>` to extend the shipped rules)",
             source=str(rules_path),
             line=1,
             column=1,

@@ -970,7 +970,8 @@ def test_errors_in_an_included_file_point_into_it(tmp_path: Path) -> None:
             r"sub/a\.dl:1:1: #include '\.\./\.\./x\.dl' leaves the folder",
         ),
         ({"main.dl": '#include "/etc/passwd"\n'}, r"#include of an absolute path '/etc/passwd'"),
-        ({"main.dl": "#include <a.dl>\n"}, r"main\.dl:1:1: #include needs a file in double quotes"),
+        ({"main.dl": "#include <a.dl>\n"}, r"main\.dl:1:1: #include <a\.dl>: no such library"),
+        ({"main.dl": "#include a.dl\n"}, r"main\.dl:1:1: #include needs a file in double quotes"),
     ],
 )
 def test_include_errors(tmp_path: Path, files: dict[str, str], message: str) -> None:

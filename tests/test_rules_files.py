@@ -140,3 +140,25 @@ def test_a_rules_file_of_ones_own_can_include_the_export_and_more(tmp_path: Path
     args = ["assess", str(EXAMPLES / "sync_in_loop.py"), "--rules", str(main), "--no-cache"]
     done = runner.invoke(app, args)
     assert done.exit_code == 2 and f"{tmp_path / 'extra.dl'}:2:" in done.output
+
+
+def test_every_relation_has_a_doc_of_its_own() -> None:
+    """`cpq query --relations` shows the `//` block right above each `.decl` as the relation's
+    doc: every relation has one, and none is a section banner (`// ====`) or a header that a
+    blank line keeps apart from the first relation of its section: a gate's (`// Gate 2 —
+    Problem size ...`) or an R-code's description (`// R104 host materialization ...: ...`)."""
+    program = load_program()
+    missing = [f"{rel.where} {rel.name}" for rel in program.relations.values() if not rel.doc.strip()]
+    assert missing == []
+    banners = [
+        f"{rel.where} {rel.name}"
+        for rel in program.relations.values()
+        if any(line.strip() and set(line.strip()) == {"="} for line in rel.doc.splitlines())
+    ]
+    assert banners == []
+    headers = [
+        f"{rel.where} {rel.name}"
+        for rel in program.relations.values()
+        if re.match(r"Gate \d —|R\d{3} ", rel.doc)
+    ]
+    assert headers == []
