@@ -227,10 +227,12 @@ def test_why_a_team_code_cites_the_team_file(tmp_path: Path) -> None:
             str(team),
             "--cache-dir",
             str(cache),
+            "--full",
         ]
     )
     assert why.exit_code == 0, why.output
     assert "(saved results reused)" in why.stderr
+    assert why.stdout.startswith(f"T001 at hot.py:{INV_LINE} in step: np.linalg.inv in a hot loop (BLOCKS)")
     assert f'finding("T001", "hot.py", {INV_LINE}, "step")' in why.stdout
     assert f'[team.dl:{TEAM_SITE_LINE}] site("T001", C) :-' in why.stdout
     assert "[fact, team.dl:3]" in why.stdout
