@@ -220,7 +220,10 @@ def _why(
         file = resolve_file(target.file, assessed_files(db))
         line = module_line(target, file, result.notebooks)
         relation, tuples = "finding", finding_tuples(db, operands[0], file, line)
-    prover = Prover(db, program, source_line=result.source_line, max_depth=depth)
+    from ..explain.spans import AssessedSources
+
+    # Columns and code text come from the text each file was assessed from (explain.spans).
+    prover = Prover(db, program, max_depth=depth, sources=AssessedSources.of(result))
     roots = [prover.prove(relation, values) for values in tuples]
     # A suppressed finding is derived like any other: its proof is shown, after saying so.
     note = _suppression_note(result, *tuples[0][:3]) if relation == "finding" else ""
