@@ -252,8 +252,15 @@ def _why(
         return _expanded(result, program, [(relation, tuple(values)) for values in tuples], shape)
     # The summary shows an aggregate's members one line each: they are proved only for a proof.
     summary_only = format is WhyFormat.text and not shape.full
+    from ..explain.spans import AssessedSources
+
+    # Columns and code text come from the text each file was assessed from (explain.spans).
     prover = Prover(
-        db, program, source_line=result.source_line, max_depth=shape.depth, prove_members=not summary_only
+        db,
+        program,
+        max_depth=shape.depth,
+        prove_members=not summary_only,
+        sources=AssessedSources.of(result),
     )
     roots = [prover.prove(relation, values) for values in tuples]
     # A suppressed finding is derived like any other: its proof is shown, after saying so.
@@ -313,7 +320,10 @@ def _expanded(
     from ..explain.expand import ExpandError, expand
 
     try:
-        expanded = expand(result.db, program, questions, shape.expand or "", result.source_line)
+        from ..explain.spans import AssessedSources
+
+        sources = AssessedSources.of(result)
+        expanded = expand(result.db, program, questions, shape.expand or "", result.source_line, sources)
     except ExpandError as exc:
         usage_error(str(exc))
     if shape.format is WhyFormat.json:

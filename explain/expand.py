@@ -13,6 +13,7 @@ from collections.abc import Callable
 from ..engine import Atom, Const, Database, Program, Wildcard
 from ..engine.syntax import Term
 from .proof import ProofNode, Prover
+from .spans import AssessedSources
 from .whynot import WhyNot, WhyNotAnalyzer
 
 
@@ -26,17 +27,18 @@ def expand(
     questions: list[tuple[str, tuple]],
     handle: str,
     source_line: Callable[[str, int], str] | None,
+    sources: AssessedSources | None = None,
 ) -> list[ProofNode] | WhyNot:
     """The step with `handle` in the whole proofs of `questions` (relation, tuple), expanded."""
     assert db is not None
     handle = handle.lstrip("#").lower()
-    prover = Prover(db, program, source_line=source_line)
+    prover = Prover(db, program, source_line=source_line, sources=sources)
     roots = [prover.prove(relation, values) for relation, values in questions]
     node = next((n for root in roots for n in root.walk() if n.handle == handle), None)
     if node is None:
         raise ExpandError(f"no step #{handle} in this answer's proof (`--full` lists the handles)")
     if node.kind in ("derived", "fact", "input", "ref") and node.relation is not None:
-        full = Prover(db, program, source_line=source_line)
+        full = Prover(db, program, source_line=source_line, sources=sources)
         return [full.prove(node.relation, node.values)]
     analyzer = WhyNotAnalyzer(db, program, source_line=source_line)
     if node.kind == "absent" and node.relation is not None:

@@ -11,21 +11,48 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..engine import Atom, Const, Program, Var
 from ..facts.schema import INPUT_RELATIONS, NO_NODE
 from .bodysql import literal
 
+if TYPE_CHECKING:
+    from .spans import AssessedSources
+
 
 @dataclass(frozen=True, slots=True)
 class Location:
     file: str
-    line: int
+    line: int  # a line of the assessed module (in a notebook, of its code cells joined)
     source: str = ""  # the text of that line, stripped
     kind: str = ""  # the node kind ("call", "for", ...) when located through a node
+    column: int | None = None  # where the node starts on the line, from 1; None when not known
+    code: str = ""  # the node's own text (first line, cut: see explain.spans); "" when not known
+    node: int | None = None  # the node id located, when located through one
+    cell: tuple[int, int] | None = None  # in a notebook: (code cell, line within it), from 1
+
+    @property
+    def line_label(self) -> str:
+        """`12`, or `cell 3:line 4` in a notebook, as the reports write lines."""
+        return f"cell {self.cell[0]}:line {self.cell[1]}" if self.cell is not None else str(self.line)
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}"
+        return f"{self.file}:{self.line_label}"
+
+    @property
+    def position(self) -> str:
+        """`file:line:column` (`nb.ipynb:cell 3:line 4:column`), or `file:line` without a column."""
+        return f"{self}:{self.column}" if self.column is not None else str(self)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLocation:
+    """Where the node in one node column of a tuple is."""
+
+    name: str  # the column's name ("l" in innermost_loop(n, l))
+    node: int
+    location: Location | None
 
 
 def node_columns(program: Program) -> dict[str, frozenset[int]]:
@@ -104,15 +131,28 @@ def file_line_columns(program: Program, relation: str) -> tuple[int, int] | None
 
 
 class Locator:
-    """Locations of node ids and tuples, looked up in batches and cached."""
+    """Locations of node ids and tuples, looked up in batches and cached.
 
-    def __init__(self, con, program: Program, source_line: Callable[[str, int], str] | None = None):  # type: ignore[no-untyped-def]
+    With `sources` (the text each file was assessed from), a node's location has its column and
+    code text and a notebook's lines are its cells'; a file no longer that text shows no line."""
+
+    def __init__(  # type: ignore[no-untyped-def]
+        self,
+        con,
+        program: Program,
+        source_line: Callable[[str, int], str] | None = None,
+        sources: AssessedSources | None = None,
+    ):
         self.con = con
         self.program = program
-        self.source_line = source_line or (lambda _file, _line: "")
+        if source_line is None:
+            source_line = sources.line if sources is not None else (lambda _file, _line: "")
+        self.source_line = source_line
+        self.sources = sources
         self.columns = node_columns(program)
         self._nodes: dict[int, Location | None] = {}
         self._scopes: set[int] = set()
+        self._bases: dict[str, int | None] = {}
 
     def prefetch(self, ids: Iterable[int]) -> None:
         wanted = sorted({int(i) for i in ids if isinstance(i, int) and i != NO_NODE} - set(self._nodes))
@@ -137,9 +177,32 @@ class Locator:
                     self._scopes.add(node_id)
                     if node_id in found:
                         continue
-                found[node_id] = Location(file, line, self.source_line(file, line), kind)
+                found[node_id] = self.at(file, line, kind, node_id)
             for node_id in chunk:
                 self._nodes[node_id] = found.get(node_id)
+
+    def at(self, file: str, line: int, kind: str = "", node_id: int | None = None) -> Location:
+        """The location of `file:line`, or of node `node_id` there."""
+        sources = self.sources
+        if sources is None:
+            return Location(file, line, self.source_line(file, line), kind, node=node_id)
+        source = self.source_line(file, line) if sources.current(file) else ""
+        column, code = None, ""
+        base = self._base(file) if node_id is not None and kind != "module" else None
+        if node_id is not None and base is not None:
+            found = sources.node(file, node_id - base)
+            if found is not None:
+                column, code = found.column, found.code
+        return Location(file, line, source, kind, column, code, node_id, sources.cell(file, line))
+
+    def _base(self, file: str) -> int | None:
+        """The first node id of `file` (its module scope's), which its local ids are counted from."""
+        if file not in self._bases:
+            row = self.con.execute(
+                'SELECT "s" FROM "scope" WHERE "file" = ? AND "kind" = \'module\'', [file]
+            ).fetchone()
+            self._bases[file] = None if row is None else int(row[0])
+        return self._bases[file]
 
     def node(self, node_id: int) -> Location | None:
         if node_id == NO_NODE:
@@ -168,8 +231,18 @@ class Locator:
         if cols is not None:
             file, line = values[cols[0]], values[cols[1]]
             if isinstance(file, str) and isinstance(line, int):
-                return Location(file, line, self.source_line(file, line))
+                return self.at(file, line)
         return None
+
+    def node_locations(self, relation: str, values: tuple) -> tuple[NodeLocation, ...]:
+        """The node of each node column of a tuple, where it is (NO_NODE ones left out)."""
+        names = self.program.relations[relation].column_names
+        out = []
+        for i in sorted(self.columns.get(relation, ())):
+            node_id = values[i]
+            if isinstance(node_id, int) and node_id != NO_NODE:
+                out.append(NodeLocation(names[i], node_id, self.node(node_id)))
+        return tuple(out)
 
 
 def const_values(atom: Atom) -> tuple | None:

@@ -16,14 +16,18 @@ import hashlib
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..engine import Aggregate, Atom, Comparison, Const, Database, Literal, Program, Var
 from ..engine.compile_sql import quote
 from ..engine.plan import AggregatePlan, BodyPlan
 from ..facts.schema import INPUT_RELATIONS
 from .bodysql import BodyQuery, BodyRow, Value, literal
-from .locations import Location, Locator, const_values, node_variables
+from .locations import Location, Locator, NodeLocation, const_values, node_variables
 from .terms import show_check, show_literal, show_term, show_tuple, show_value
+
+if TYPE_CHECKING:
+    from .spans import AssessedSources
 
 # Input relations that do not come from the user's code, and what they are.
 _INPUT_ORIGINS = {
@@ -76,6 +80,7 @@ class ProofNode:
     rule: RuleRef | None = None
     origin: str = ""  # for facts: "extracted fact", "fact, rules/codes/R104/rules.dl:2", "context", ...
     location: Location | None = None
+    node_locations: tuple[NodeLocation, ...] = ()  # each node column's node, where it is
     value: Value | None = None  # aggregates
     ref: int | None = None  # "ref": id of the node that holds the proof
     truncated: bool = False  # --depth cut the proof below this node
@@ -119,12 +124,13 @@ class Prover:
         max_depth: int | None = None,
         max_witnesses: int = 3,
         prove_members: bool = True,
+        sources: AssessedSources | None = None,
     ) -> None:
         """`prove_members=False`: an aggregate's members are shown, not proved (what a
         summary needs: each is one line, with its own `cpq why`)."""
         self.con = db.con
         self.program = program or db.program
-        self.locator = Locator(self.con, self.program, source_line)
+        self.locator = Locator(self.con, self.program, source_line, sources)
         self.max_depth = max_depth
         self.max_witnesses = max_witnesses
         self.prove_members = prove_members
@@ -429,6 +435,7 @@ class Prover:
         for n in tuples:
             if n.location is None:
                 n.location = self.locator.tuple_location(n.relation or "", n.values)
+                n.node_locations = self.locator.node_locations(n.relation or "", n.values)
 
 
 # An aggregate shows at most this many members for a threshold (`N >= 3` shows 3), and lists
@@ -484,6 +491,8 @@ def prove(
     *,
     source_line: Callable[[str, int], str] | None = None,
     max_depth: int | None = None,
+    sources: AssessedSources | None = None,
 ) -> ProofNode:
     """The proof tree of one tuple (see Prover for proofs that share subproofs)."""
-    return Prover(db, program, source_line=source_line, max_depth=max_depth).prove(relation, values)
+    prover = Prover(db, program, source_line=source_line, max_depth=max_depth, sources=sources)
+    return prover.prove(relation, values)

@@ -30,7 +30,8 @@ def _label(node: ProofNode) -> str:
     if node.origin:
         parts.append(f"[{node.origin}]")
     if node.location is not None:
-        parts.append(f"{node.location}  {node.location.source}".rstrip())
+        location = node.location
+        parts.append(f"{location.position}  {location.code or location.source}".rstrip())
     if node.truncated:
         parts.append("… (cut by --depth)")
     return "\\l".join(_escape(p) for p in parts) + "\\l"

@@ -4,18 +4,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from .locations import Location
+from .locations import Location, NodeLocation
 from .proof import ProofNode
 from .whynot import RuleFailure, WhyNot
 
 
 def _location(location: Location | None) -> dict[str, Any] | None:
+    """file, line (of the assessed module), column (from 1, or null), code (the node's own text,
+    or ""), source (the whole line); in a notebook, cell and cell_line as the reports show them."""
     if location is None:
         return None
-    out: dict[str, Any] = {"file": location.file, "line": location.line, "source": location.source}
+    out: dict[str, Any] = {
+        "file": location.file,
+        "line": location.line,
+        "column": location.column,
+        "code": location.code,
+        "source": location.source,
+    }
+    if location.cell is not None:
+        out["cell"], out["cell_line"] = location.cell
     if location.kind:
         out["node_kind"] = location.kind
     return out
+
+
+def _node_location(other: NodeLocation) -> dict[str, Any]:
+    """One node column of a tuple: its name, the node id and where the node is (null if unknown)."""
+    return {"name": other.name, "node": other.node, "location": _location(other.location)}
 
 
 def proof_to_json(node: ProofNode) -> dict[str, Any]:
@@ -32,6 +47,8 @@ def proof_to_json(node: ProofNode) -> dict[str, Any]:
         out["origin"] = node.origin
     if node.location is not None:
         out["location"] = _location(node.location)
+    if node.node_locations:
+        out["locations"] = [_node_location(other) for other in node.node_locations]
     if node.kind == "aggregate":
         out["value"] = node.value
     if node.ref is not None:

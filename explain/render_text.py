@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .locations import Location
 from .proof import ProofNode, Prover
 from .summary import MAX_DECISION_STEPS, MAX_STEPS, summary_lines
@@ -10,27 +12,65 @@ from .whynot import RuleFailure, WhyNot
 INDENT = "  "
 _SOURCE_WIDTH = 90
 
+# A line of the user's code, (file, line): where more than one column locates nodes on it.
+Lines = set[tuple[str, int]]
 
-def _where(location: Location | None) -> str:
+
+def _shown_text(location: Location) -> str:
+    """The node's own code, else its whole line (cut)."""
+    if location.code:
+        return location.code
+    source = location.source
+    return source[: _SOURCE_WIDTH - 1] + "…" if len(source) > _SOURCE_WIDTH else source
+
+
+def _place(location: Location, columned: Lines) -> str:
+    # A column only where it tells apart the nodes a proof has on one line.
+    return location.position if (location.file, location.line) in columned else str(location)
+
+
+def _where(node: ProofNode, columned: Lines) -> str:
+    """` — file:line[:col]  code`, then `; l → file:line  code` for each other node of the tuple."""
+    location = node.location
     if location is None:
         return ""
-    source = location.source
-    if len(source) > _SOURCE_WIDTH:
-        source = source[: _SOURCE_WIDTH - 1] + "…"
-    return f" — {location}" + (f"  {source}" if source else "")
+    text = _shown_text(location)
+    out = f" — {_place(location, columned)}" + (f"  {text}" if text else "")
+    shown = {location.node}
+    for other in node.node_locations:
+        where = other.location
+        # The module says nothing a file name does not; a node already named is not again.
+        if where is None or other.node in shown or where.kind == "module":
+            continue
+        shown.add(other.node)
+        text = _shown_text(where)
+        out += f"; {other.name} → {_place(where, columned)}" + (f"  {text}" if text else "")
+    return out
 
 
-def _head(node: ProofNode) -> str:
+def _columned(roots: Iterable[ProofNode]) -> Lines:
+    """The lines on which the proofs locate nodes at different columns."""
+    columns: dict[tuple[str, int], set[int]] = {}
+    for root in roots:
+        for node in root.walk():
+            located = [node.location, *(other.location for other in node.node_locations)]
+            for location in located:
+                if location is not None and location.column is not None:
+                    columns.setdefault((location.file, location.line), set()).add(location.column)
+    return {line for line, found in columns.items() if len(found) > 1}
+
+
+def _head(node: ProofNode, columned: Lines) -> str:
     handle = f"  #{node.handle}"
     if node.kind == "ref":
         return f"{node.text}  (shown above){handle}"
     if node.kind in ("fact", "input"):
-        return f"{node.text}  [{node.origin}]{_where(node.location)}{handle}"
+        return f"{node.text}  [{node.origin}]{_where(node, columned)}{handle}"
     if node.kind == "check":
         return f"check: {node.text}"
     if node.kind in ("absent", "unmatched", "aggregate"):
         return node.text + handle
-    return node.text + _where(node.location) + handle
+    return node.text + _where(node, columned) + handle
 
 
 def render_summary(
@@ -47,21 +87,25 @@ def render_summary(
 
 
 def render_text(roots: ProofNode | list[ProofNode]) -> str:
+    """The proofs indented, each tuple with where it is: `file:line:column` where a line holds
+    nodes of the proofs at different columns (else `file:line`), and the node's code."""
+    trees = roots if isinstance(roots, list) else [roots]
+    columned = _columned(trees)
     lines: list[str] = []
-    for root in roots if isinstance(roots, list) else [roots]:
-        _lines(root, 0, lines)
+    for root in trees:
+        _lines(root, 0, lines, columned)
     return "\n".join(lines) + "\n"
 
 
-def _lines(node: ProofNode, depth: int, out: list[str]) -> None:
+def _lines(node: ProofNode, depth: int, out: list[str], columned: Lines) -> None:
     pad = INDENT * depth
-    out.append(pad + _head(node))
+    out.append(pad + _head(node, columned))
     if node.rule is not None:
         out.append(f"{pad}{INDENT}[{node.rule.where}] {node.rule.text}")
     if node.truncated:
         out.append(f"{pad}{INDENT}… (cut by --depth)")
     for child in node.children:
-        _lines(child, depth + 1, out)
+        _lines(child, depth + 1, out, columned)
 
 
 def render_why_not(answer: WhyNot) -> str:

@@ -246,7 +246,7 @@ def _same_place(last: Step, step: Step) -> bool:
 
 
 def _code(loc: Location) -> str:
-    code = getattr(loc, "code", "") or loc.source
+    code = loc.code or loc.source
     code = " ".join(code.split())
     return code if len(code) <= _CODE_WIDTH else code[: _CODE_WIDTH - 1] + "…"
 
@@ -257,9 +257,8 @@ def _line(location: Location | None, text: str, handle: str | None = None) -> st
     if location is None:
         line = text
     else:
-        column = getattr(location, "column", None)
-        where = f"{location}:{column}" if column else str(location)
-        line = f"{where}  {_code(location)}" + (f"  — {text}" if text else "")
+        # The code of the node tells apart nodes of one line: no column needed.
+        line = f"{location}  {_code(location)}" + (f"  — {text}" if text else "")
     width = _LINE_WIDTH - len(tag)
     if len(line) > width:
         line = line[: width - 1] + "…"

@@ -4,6 +4,7 @@ relations), extracted in worker processes (parallel.py) and packed for the store
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .discover import Skipped, SourceText, iter_sources, read_source
@@ -42,11 +43,17 @@ def line_count(text: str) -> int:
 MAX_BROKEN_SHARE = 0.5
 
 
-def extract_source(source: SourceText, module: str | None = None) -> FileFacts | Skipped:
+def extract_source(
+    source: SourceText,
+    module: str | None = None,
+    extractor: Callable[[str, str, bool], FileExtractor] = FileExtractor,
+) -> FileFacts | Skipped:
     """Parse one file and return its facts with file-local node ids, or why it was skipped.
 
     A file with syntax errors is still extracted, statement by statement, when the errors are
-    local: the statements they touch are left out and the file is marked partial."""
+    local: the statements they touch are left out and the file is marked partial.  `extractor`
+    makes the FileExtractor (file, module, is_package): a subclass may record more as it goes
+    (facts.spans), numbering the nodes as a run does since everything else is this code."""
     try:
         parsed = parse(source.text)
     except Exception as exc:  # the native parser must never take the run down
@@ -62,18 +69,18 @@ def extract_source(source: SourceText, module: str | None = None) -> FileFacts |
         return Skipped(source.relpath, f"SyntaxError: invalid syntax at line {first_error}")
     is_package = source.relpath.endswith("__init__.py")
     name = module if module is not None else module_name_for(source.relpath)
-    extractor = FileExtractor(source.relpath, name, is_package)
+    walker = extractor(source.relpath, name, is_package)
     try:
-        rows = extractor.extract(parsed.root, lines, parsed.errors)
+        rows = walker.extract(parsed.root, lines, parsed.errors)
     except RecursionError:
         return Skipped(source.relpath, "too deeply nested to analyse")
     partial = None
     if first_error is not None:
-        if extractor.intact_statements == 0:
+        if walker.intact_statements == 0:
             return Skipped(source.relpath, f"SyntaxError: invalid syntax at line {first_error}")
         partial = (
-            f"SyntaxError at line {first_error}: {extractor.dropped_statements} statement(s) "
+            f"SyntaxError at line {first_error}: {walker.dropped_statements} statement(s) "
             "left out, the intact parts assessed"
         )
         rows["partial_file"].append((source.relpath, partial))
-    return FileFacts(source.relpath, rows, extractor.node_count, lines, partial)
+    return FileFacts(source.relpath, rows, walker.node_count, lines, partial)

@@ -345,6 +345,15 @@ class FileExtractor:
         self._next_id += 1
         return nid
 
+    def _new_node(self, node: PNode, kind: str, scope: int) -> int:
+        """The id of a statement, definition or parameter, with its `node` row.  Every node id
+        is given here or in `_node`, each with the PNode it stands for: a span-recording
+        extractor (facts.spans) overrides the two to learn where each id is in the text."""
+        nid = self._next_id
+        self._next_id = nid + 1
+        self._node_rows.append((nid, kind, scope, node.line))
+        return nid
+
     @property
     def node_count(self) -> int:
         return self._next_id
@@ -393,8 +402,7 @@ class FileExtractor:
         return True
 
     def _stmt_node(self, node: PNode, kind: str, ctx: _Ctx) -> _Ctx:
-        sid = self.new_id()
-        self.rows["node"].append((sid, kind, ctx.scope.nid, node.line))
+        sid = self._new_node(node, kind, ctx.scope.nid)
         if ctx.loop != NO_NODE:
             self.rows["innermost_loop"].append((sid, ctx.loop))
         if ctx.guard is not None:
@@ -725,14 +733,13 @@ class FileExtractor:
         scope = self._scopes.get(id(node))
         if scope is None:
             return
-        scope.nid = self.new_id()
+        kind = scope.kind
+        # The def statement itself lives in the enclosing scope (and loop, if any).
+        scope.nid = self._new_node(node, "def" if kind == "function" else "class", ctx.scope.nid)
         scope.flow = Flow()
         sid = scope.nid
-        kind = scope.kind
         self.rows["scope"].append((sid, kind, scope.qualname, self.file, node.line, node.end_line))
         self.rows["scope_parent"].append((sid, ctx.scope.nid))
-        # The def statement itself lives in the enclosing scope (and loop, if any).
-        self.rows["node"].append((sid, "def" if kind == "function" else "class", ctx.scope.nid, node.line))
         if ctx.loop != NO_NODE:
             self.rows["innermost_loop"].append((sid, ctx.loop))
         if ctx.guard is not None:
@@ -773,8 +780,7 @@ class FileExtractor:
                 annotation = annotation or "**"
             self.rows["param"].append((scope.nid, index, name, annotation))
             # The parameter as a binding of its name (what reads of it in the body may see).
-            pid = self.new_id()
-            self.rows["node"].append((pid, "param", scope.nid, p.line))
+            pid = self._new_node(p, "param", scope.nid)
             self.rows["param_def"].append((pid, scope.nid, index))
             scope.flow.bind(name, pid)
             if p.kind in ("default_parameter", "typed_default_parameter"):
