@@ -88,7 +88,9 @@ class Summarizer:
             loc = self.locator.node(value)
             if loc is None:
                 return "an unknown place"
-            where = f":{loc.line}" if here is not None and loc.file == here.file else str(loc)
+            # In a notebook, `cell 3:line 4`, as the reports write lines.
+            same_file = here is not None and loc.file == here.file
+            where = str(loc) if not same_file else loc.line_label if loc.cell else f":{loc.line}"
             code = _code(loc)
             return f"{where} ({code})" if code and (here is None or loc.line != here.line) else where
         if isinstance(value, bool):

@@ -215,14 +215,14 @@ def test_a_proof_shows_file_line_column_and_the_node_text(solver: Assessment) ->
     assert all(str(loc) == f"{loc.file}:{loc.line}" for loc in located)
     assert all(loc.position == f"{loc.file}:{loc.line}:{loc.column}" for loc in located)
     # The finding itself is located by file and line: its whole line, no column.
-    assert text.splitlines()[0].endswith("— solver.py:8  loss = float(np.dot(r, r))")
+    assert text.splitlines()[0].rsplit("  #", 1)[0].endswith("— solver.py:8  loss = float(np.dot(r, r))")
 
 
 def test_innermost_loop_names_the_loop_by_its_header(solver: Assessment) -> None:
     root = _prove(solver, "solver.py", LOSS_LINE)
     lines = render_text(root).splitlines()
     (loop_line,) = [line for line in lines if line.lstrip().startswith("innermost_loop(")]
-    assert loop_line.endswith("; l → solver.py:6  for i in range(iters):")
+    assert loop_line.rsplit("  #", 1)[0].endswith("; l → solver.py:6  for i in range(iters):")
     assert "float(np.dot(r, r))" in loop_line
 
     (loop,) = [n for n in root.walk() if n.relation == "innermost_loop"]
@@ -255,9 +255,13 @@ def test_a_notebook_proof_shows_cells_and_lines(tmp_path: Path) -> None:
     nb = notebook_to_source((root / "analysis.ipynb").read_bytes())
     item_line = nb.line_map.index((3, 5)) + 1  # total.append(v.sum().item()), in the joined module
 
-    why = runner.invoke(app, ["why", "R104", "analysis.ipynb:cell 3:line 5", str(root), "--no-cache"])
+    why = runner.invoke(
+        app, ["why", "R104", "analysis.ipynb:cell 3:line 5", str(root), "--no-cache", "--full"]
+    )
     assert why.exit_code == 0, why.output
-    assert why.stdout.startswith('finding("R104", "analysis.ipynb"')
+    assert why.stdout.startswith("R104 at analysis.ipynb:cell 3:line 5: host materialization")
+    assert "analysis.ipynb:cell 3:line 5  v.sum().item()  — converts an array" in why.stdout
+    assert 'finding("R104", "analysis.ipynb"' in why.stdout
     assert "— analysis.ipynb:cell 3:line 5  total.append(v.sum().item())" in why.stdout
     loop = "— analysis.ipynb:cell 3:line 5  v.sum().item(); l → analysis.ipynb:cell 3:line 3  for i in range("
     assert loop in why.stdout

@@ -113,7 +113,7 @@ def test_why_accepts_a_notebook_location_as_reported(tmp_path: Path) -> None:
     why = _invoke(["why", "R104", where, str(root), "--no-cache"])
     assert why.exit_code == 0, why.output
     assert why.stdout.startswith("R104 at analysis.ipynb:cell 3:line 4: host materialization")
-    assert "total.append(v.sum().item())" in why.stdout
+    assert "v.sum().item()  — converts an array to a host value" in why.stdout
     why_not = _invoke(["why", "not", "R101", where, str(root), "--no-cache"])
     assert why_not.exit_code == 0, why_not.output
 

@@ -325,7 +325,7 @@ def _copy_and_mac(source: BinaryIO, size: int, copy_to: Path, mac: hmac.HMAC, na
     except BaseException:
         target.close()
         with contextlib.suppress(OSError):
-            os.unlink(target.name)
+            os.unlink(copy_to)  # not target.name: a file opened from a descriptor is named by it
         raise
     target.close()
 
