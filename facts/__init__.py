@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from .discover import Skipped, SourceText, iter_sources, read_source
 from .extract import FileExtractor, Rows, module_name_for
 from .schema import INPUT_RELATIONS, NO_NODE
-from .tree import parse
+from .tree import ParseResult, parse
 
 __all__ = [
     "INPUT_RELATIONS",
@@ -47,15 +47,18 @@ def extract_source(
     source: SourceText,
     module: str | None = None,
     extractor: Callable[[str, str, bool], FileExtractor] = FileExtractor,
+    parsed: ParseResult | None = None,
 ) -> FileFacts | Skipped:
     """Parse one file and return its facts with file-local node ids, or why it was skipped.
 
     A file with syntax errors is still extracted, statement by statement, when the errors are
     local: the statements they touch are left out and the file is marked partial.  `extractor`
     makes the FileExtractor (file, module, is_package): a subclass may record more as it goes
-    (facts.spans), numbering the nodes as a run does since everything else is this code."""
+    (facts.spans), numbering the nodes as a run does since everything else is this code;
+    `parsed` is the text already parsed (facts.spans keeps the parser's tree)."""
     try:
-        parsed = parse(source.text)
+        if parsed is None:
+            parsed = parse(source.text)
     except Exception as exc:  # the native parser must never take the run down
         return Skipped(source.relpath, f"parser failure: {exc.__class__.__name__}")
     if parsed.python2_line is not None:

@@ -3,8 +3,9 @@
 The facts hold lines only: columns would cost every run, and only an explanation shows them.  So
 a file a proof touches is extracted again, as a run extracts it (`extract_source`: the same
 checks, parse and numbering), by an extractor that also keeps the PNode behind each id it gives
-(the two methods that give ids, `_node` and `_new_node`, are overridden); the parser's tree is
-then walked beside the PNode tree to read each PNode's range.  Nothing of the converter
+(the two methods that give ids, `_node` and `_new_node`, are overridden); for a node asked
+about, the parser's tree is walked beside the PNode tree along the path to it (the whole tree
+would cost a large file 0.15 s for the few nodes a proof shows) to read its range.  Nothing of the converter
 (facts.tree) is repeated: a PNode's children are its parser node's children, in order, less
 some unnamed tokens, so they are found again by kind; a mismatch raises SpanDrift.
 """
@@ -13,11 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ast_grep_py import SgNode, SgRoot
+from ast_grep_py import SgNode
 
 from . import Skipped, SourceText, extract_source
 from .extract import FileExtractor, Row, Rows, _Ctx
-from .tree import PNode
+from .tree import PNode, parse
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +36,80 @@ class SpanDrift(RuntimeError):
     does not know (a bug, which tests/test_explain_spans.py is there to catch)."""
 
 
-@dataclass
 class FileSpans:
-    spans: dict[int, Span]  # file-local node id -> where its node is
-    nodes: list[Row]  # the `node` rows, as a run extracts them (file-local ids)
-    comments: dict[int, int]  # line -> column where the comment on that line starts
+    """The spans of one file's node ids, read from the parser's tree when asked: a proof asks
+    for a few nodes of a file, so only the path from the root to each is walked."""
+
+    def __init__(self, pnodes: dict[int, PNode], root: PNode, sg_root: SgNode, nodes: list[Row]) -> None:
+        self.pnodes = pnodes  # file-local node id -> its PNode
+        self.nodes = nodes  # the `node` rows, as a run extracts them (file-local ids)
+        self._root = root
+        self._sg_root = sg_root
+        self._found: dict[int, Span] = {}  # id(PNode) -> span
+        self._parents: dict[int, PNode] | None = None  # id(PNode) -> its parent
+        self._comments: dict[int, list[PNode]] | None = None  # line -> comment PNodes
+
+    def span(self, local_id: int) -> Span | None:
+        pnode = self.pnodes.get(local_id)
+        return None if pnode is None else self._span_of(pnode)
+
+    @property
+    def spans(self) -> dict[int, Span]:
+        """Every node id's span (the tests compare them all with the facts)."""
+        return {nid: self._span_of(pnode) for nid, pnode in self.pnodes.items()}
+
+    def comment_column(self, line: int) -> int | None:
+        """Where a comment starts on `line`, if one does."""
+        if self._comments is None:
+            self._comments = {}
+            for pnode in self._walk():
+                if pnode.kind == "comment":
+                    self._comments.setdefault(pnode.line, []).append(pnode)
+        found = self._comments.get(line)
+        return None if not found else self._span_of(found[0]).column
+
+    def _walk(self) -> list[PNode]:
+        out, stack = [], [self._root]
+        while stack:
+            pnode = stack.pop()
+            out.append(pnode)
+            stack.extend(pnode.children)
+        return out
+
+    def _span_of(self, target: PNode) -> Span:
+        found = self._found.get(id(target))
+        if found is not None:
+            return found
+        if self._parents is None:
+            self._parents = {id(child): pnode for pnode in self._walk() for child in pnode.children}
+        path = [target]
+        while id(path[-1]) in self._parents:
+            path.append(self._parents[id(path[-1])])
+        path.reverse()  # root first
+        if path[0] is not self._root:
+            raise SpanDrift(f"line {target.line}: a {target.kind} outside the file's tree")
+        sg = self._sg_root
+        for parent, wanted in zip(path, path[1:], strict=False):
+            sg = _child_for(sg, parent, wanted)
+        span = self._found[id(target)] = _span(sg)
+        return span
+
+
+def _child_for(sg: SgNode, parent: PNode, wanted: PNode) -> SgNode:
+    """The parser node of `wanted`, a child of `parent` whose parser node is `sg`: the PNode
+    children are the parser's children in order, less some unnamed tokens, found by kind."""
+    kids = parent.children
+    i = 0
+    for child in sg.children():
+        if i == len(kids):
+            break
+        kid = kids[i]
+        if kid.kind != child.kind() or kid.named != child.is_named():
+            continue  # an unnamed token of a kind the converter leaves out
+        if kid is wanted:
+            return child
+        i += 1
+    raise SpanDrift(f"line {parent.line}: {parent.kind} has PNode children the parser's tree lacks")
 
 
 class SpanExtractor(FileExtractor):
@@ -73,49 +143,19 @@ def file_spans(relpath: str, text: str) -> FileSpans | None:
         made.append(SpanExtractor(file, module, is_package))
         return made[-1]
 
-    facts = extract_source(SourceText(relpath, text), extractor=extractor)
-    if isinstance(facts, Skipped) or not made:
+    try:
+        parsed = parse(text, keep_tree=True)
+    except Exception:  # the native parser must never take an explanation down
+        return None
+    facts = extract_source(SourceText(relpath, text), extractor=extractor, parsed=parsed)
+    if isinstance(facts, Skipped) or not made or parsed.tree is None:
         return None
     walker = made[0]
     if walker.root is None:
         return None
-    ranges, comments = _ranges(walker.root, text)
-    spans = {nid: ranges[id(pnode)] for nid, pnode in walker.pnodes.items()}
-    return FileSpans(spans, facts.rows["node"], comments)
-
-
-def _ranges(root: PNode, text: str) -> tuple[dict[int, Span], dict[int, int]]:
-    """The span of every named PNode under `root` (by id()), and where comments start."""
-    sg_root = SgRoot(text, "python").root()
-    if sg_root.kind() != root.kind:
-        raise SpanDrift(f"the tree's root is {sg_root.kind()}, the PNode's {root.kind}")
-    spans = {id(root): _span(sg_root)}
-    comments: dict[int, int] = {}
-    stack = [(sg_root, root)]
-    while stack:
-        sg, pnode = stack.pop()
-        kids = pnode.children
-        i = 0
-        for child in sg.children():
-            if i == len(kids):
-                break
-            kid = kids[i]
-            # The children left out are unnamed tokens of other kinds than those kept.
-            if kid.kind != child.kind() or kid.named != child.is_named():
-                continue
-            i += 1
-            if kid.named:  # unnamed tokens (operators) are kept for their kind, never numbered
-                span = spans[id(kid)] = _span(child)
-                if kid.kind == "comment":
-                    comments.setdefault(span.line, span.column)
-            if kid.children:
-                stack.append((child, kid))
-        if i != len(kids):
-            raise SpanDrift(
-                f"line {pnode.line}: {pnode.kind} has PNode children the parser's tree lacks "
-                f"({', '.join(k.kind for k in kids[i:])})"
-            )
-    return spans, comments
+    if parsed.tree.kind() != walker.root.kind:
+        raise SpanDrift(f"the tree's root is {parsed.tree.kind()}, the PNode's {walker.root.kind}")
+    return FileSpans(walker.pnodes, walker.root, parsed.tree, facts.rows["node"])
 
 
 def _span(sg: SgNode) -> Span:

@@ -58,10 +58,17 @@ class PNode:
 
 
 class ParseResult:
-    __slots__ = ("root", "errors", "python2_line")
+    __slots__ = ("root", "errors", "python2_line", "tree")
 
-    def __init__(self, root: PNode, errors: list[tuple[int, int]], python2_line: int | None) -> None:
+    def __init__(
+        self,
+        root: PNode,
+        errors: list[tuple[int, int]],
+        python2_line: int | None,
+        tree: SgNode | None = None,
+    ) -> None:
         self.root = root
+        self.tree = tree  # the parser's own tree, kept only when asked (facts.spans reads it)
         self.errors = sorted(errors)  # (first line, last line) of each syntax error
         self.python2_line = python2_line  # a Python 2 print/exec statement, if any
 
@@ -81,12 +88,12 @@ class ParseResult:
         return len(covered)
 
 
-def parse(source: str) -> ParseResult:
+def parse(source: str, keep_tree: bool = False) -> ParseResult:
     root = SgRoot(source, "python").root()
     errors: list[tuple[int, int]] = []
     python2: list[int] = []
     proot = _convert(root, errors, python2)
-    return ParseResult(proot, errors, min(python2) if python2 else None)
+    return ParseResult(proot, errors, min(python2) if python2 else None, root if keep_tree else None)
 
 
 # Unnamed tokens the extractor reads (operators, `=`, slice colons); other punctuation and
