@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from .errors import DatalogError, error_at
 from .include import SourceMap
 from .program import Program
-from .query import code_like_warning
+from .query import variable_warnings
 from .syntax import INTERNAL_VAR_PREFIX, Var, literal_vars
 
 
@@ -220,13 +220,13 @@ def _rule_warnings(parsed: object, source: str) -> list[DatalogError]:
             if var.name.startswith(("_", INTERNAL_VAR_PREFIX)):
                 continue
             uses.setdefault(var.name, []).append(var)
-        for name, occurrences in uses.items():
-            first = min(occurrences, key=lambda v: (v.line, v.column))
-            code_like = code_like_warning(first, source)
-            if code_like is not None:
-                warnings.append(code_like)
-            elif len(occurrences) == 1:
-                warnings.append(
-                    error_at(first, f"variable '{name}' is used only once in this clause; write _", source)
-                )
+        warnings.extend(
+            variable_warnings(
+                uses,
+                source,
+                lambda name, first: error_at(
+                    first, f"variable '{name}' is used only once in this clause; write _", source
+                ),
+            )
+        )
     return sorted(warnings, key=lambda w: (w.line, w.column))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .compile_sql import SqlCompiler
@@ -99,6 +100,30 @@ def query_warnings(text: str, source: str = "<query>") -> list[DatalogError]:
             for var in literal_vars(lit):
                 if var.name != "_" and not var.name.startswith(INTERNAL_VAR_PREFIX):
                     uses.setdefault(var.name, []).append(var)
+
+    def typo(name: str, first: Var) -> DatalogError | None:
+        others = [other for other, seen in uses.items() if other != name and len(seen) > 1]
+        alike = [other for other in others if other.lower() == name.lower()]
+        if not alike and len(name) > 2:
+            long_names = [other for other in others if len(other) > 2]
+            alike = difflib.get_close_matches(name, long_names, n=1, cutoff=0.8)
+        if not alike:
+            return None
+        return error_at(
+            first,
+            f"variable '{name}' is used only once (did you mean '{alike[0]}'?); "
+            "write _ for a column you do not need",
+            source,
+        )
+
+    return variable_warnings(uses, source, typo)
+
+
+def variable_warnings(
+    uses: dict[str, list[Var]], source: str, singleton: Callable[[str, Var], DatalogError | None]
+) -> list[DatalogError]:
+    """For each variable (its occurrences): the warning for a name like a code, else, for one
+    used once, what `singleton` says of it; sorted by position."""
     warnings = []
     for name, occurrences in uses.items():
         first = min(occurrences, key=lambda v: (v.line, v.column))
@@ -106,18 +131,7 @@ def query_warnings(text: str, source: str = "<query>") -> list[DatalogError]:
         if code_like is not None:
             warnings.append(code_like)
         elif len(occurrences) == 1:
-            others = [other for other, seen in uses.items() if other != name and len(seen) > 1]
-            alike = [other for other in others if other.lower() == name.lower()]
-            if not alike and len(name) > 2:
-                long_names = [other for other in others if len(other) > 2]
-                alike = difflib.get_close_matches(name, long_names, n=1, cutoff=0.8)
-            if alike:
-                warnings.append(
-                    error_at(
-                        first,
-                        f"variable '{name}' is used only once (did you mean '{alike[0]}'?); "
-                        "write _ for a column you do not need",
-                        source,
-                    )
-                )
+            found = singleton(name, first)
+            if found is not None:
+                warnings.append(found)
     return sorted(warnings, key=lambda w: (w.line, w.column))

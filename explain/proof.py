@@ -24,7 +24,7 @@ from ..engine.plan import AggregatePlan, BodyPlan
 from ..facts.schema import INPUT_RELATIONS
 from .bodysql import BodyQuery, BodyRow, Value, literal
 from .locations import Location, Locator, NodeLocation, const_values, node_variables
-from .terms import show_check, show_literal, show_term, show_tuple, show_value
+from .terms import bound_value, show_check, show_literal, show_term, show_tuple, show_value
 
 if TYPE_CHECKING:
     from .spans import AssessedSources
@@ -291,7 +291,7 @@ class Prover:
             elif isinstance(lit, Atom):
                 plain = Atom(lit.relation, lit.args)
                 text = "absent: " + show_literal(plain, row.binding, nodes)
-                pattern = tuple(_bound_value(arg, row.binding) for arg in lit.args)
+                pattern = tuple(bound_value(arg, row.binding) for arg in lit.args)
                 out.append(ProofNode(next(self._ids), "absent", text, lit.relation, pattern=pattern))
             elif isinstance(lit, Comparison) and isinstance(lit.right, Aggregate):
                 assert isinstance(lit.left, Var)  # the parser gives every aggregate `V = agg`
@@ -462,18 +462,10 @@ def _thresholds(body: tuple[Literal, ...], binding: dict[str, Value]) -> dict[st
             if op in ("<", "<=", "="):
                 capped.add(var.name)
                 continue
-            value = _bound_value(bound, binding)
+            value = bound_value(bound, binding)
             if op in (">=", ">") and isinstance(value, int) and not isinstance(value, bool):
                 out[var.name] = value + (1 if op == ">" else 0)
     return {name: count for name, count in out.items() if name not in capped}
-
-
-def _bound_value(term: object, binding: dict[str, Value]) -> Value | None:
-    if isinstance(term, Const):
-        return term.value
-    if isinstance(term, Var):
-        return binding.get(term.name)
-    return None
 
 
 def _show_aggregate(agg: Aggregate, outer: dict[str, Value], nodes: set[str]) -> str:

@@ -39,6 +39,15 @@ def show_value(value: object, is_node: bool = False) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def bound_value(term: object, binding: Mapping[str, Value]) -> Value | None:
+    """A constant's value, or a variable's in `binding` (None when unbound or neither)."""
+    if isinstance(term, Const):
+        return term.value
+    if isinstance(term, Var):
+        return binding.get(term.name)
+    return None
+
+
 def show_tuple(relation: str, values: tuple, node_columns: Collection[int] = ()) -> str:
     args = ", ".join(show_value(v, i in node_columns) for i, v in enumerate(values))
     return f"{relation}({args})"

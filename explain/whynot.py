@@ -35,7 +35,7 @@ from ..engine.syntax import INTERNAL_VAR_PREFIX, literal_vars, term_vars
 from ..facts.schema import INPUT_RELATIONS, NO_NODE
 from .bodysql import BodyQuery, Value, literal
 from .locations import Location, Locator, node_variables
-from .terms import first_sentence, show_literal, show_tuple, show_value
+from .terms import bound_value, first_sentence, show_literal, show_tuple, show_value
 
 
 @dataclass(slots=True)
@@ -151,7 +151,8 @@ class WhyNotAnalyzer:
         if failing.negated:
             found = self._blocker(failing, binding)
         else:
-            fixed = {i: v for i, arg in enumerate(failing.args) if (v := _value_of(arg, binding)) is not None}
+            values = [bound_value(arg, binding) for arg in failing.args]
+            fixed = {i: v for i, v in enumerate(values) if v is not None}
             constants = [i for i, arg in enumerate(failing.args) if isinstance(arg, Const)]
             found = None
             while constants and found is None:
@@ -299,7 +300,7 @@ class WhyNotAnalyzer:
         rel = self.program.relations[lit.relation]
         conds = []
         for name, base, arg in zip(rel.column_names, rel.base_types, lit.args, strict=True):
-            value = _value_of(arg, binding)
+            value = bound_value(arg, binding)
             if value is not None:
                 conds.append(f"{quote(name)} = {literal(value, base)}")
         cols = ", ".join(quote(name) for name in rel.column_names) or "1"
@@ -339,7 +340,7 @@ class WhyNotAnalyzer:
         holds = False
         for rule in self.program.rules_for("site"):
             code_arg, node_arg = rule.head.args
-            if _value_of(code_arg, {}) != code or not isinstance(node_arg, Var):
+            if bound_value(code_arg, {}) != code or not isinstance(node_arg, Var):
                 continue
             failure = self.rule_failure(rule, {node_arg.name: ids})
             failure.message = f"{code} {failure.message}" if not failure.holds else failure.message
@@ -389,14 +390,6 @@ def _values_of(term: object, known: Mapping[str, Sequence[Value]]) -> list[Value
     return None
 
 
-def _value_of(term: object, binding: Mapping[str, Value]) -> Value | None:
-    if isinstance(term, Const):
-        return term.value
-    if isinstance(term, Var):
-        return binding.get(term.name)
-    return None
-
-
 def _unify(head: Atom, pattern: Sequence[list[Value] | None]) -> dict[str, list[Value]] | None:
     """Head variables bound by the known positions of `pattern` (each a list of allowed values);
     None when a constant of the head is not allowed."""
@@ -404,7 +397,7 @@ def _unify(head: Atom, pattern: Sequence[list[Value] | None]) -> dict[str, list[
     for arg, allowed in zip(head.args, pattern, strict=True):
         if allowed is None:
             continue
-        const = _value_of(arg, {})
+        const = bound_value(arg, {})
         if const is not None:
             if const not in allowed:
                 return None
