@@ -30,6 +30,7 @@ from .options import (
     load_config,
     state,
 )
+from .outputs import plan_outputs, render_listing, write_output
 
 # click's base exception class, wherever this typer version keeps click.
 _ClickException: type[Exception] = next(
@@ -83,9 +84,13 @@ app = typer.Typer(
 
 
 class OutputFormat(StrEnum):
+    concise = "concise"
     md = "md"
     json = "json"
     sarif = "sarif"
+    github = "github"
+    gitlab = "gitlab"
+    junit = "junit"
 
 
 class FailOn(StrEnum):
@@ -140,12 +145,33 @@ def assess(
     gpu: GpuOpt = None,
     cpu_only: CpuOnlyOpt = None,
     pattern: PatternOpt = None,
-    format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Report format.")] = (
-        OutputFormat.md
-    ),
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write the report to this file.")
+    format: Annotated[
+        OutputFormat | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="Report format: concise (one line per finding, then the verdict; with neither "
+            "--format nor -o, stdout gets it with the 40 findings that weigh most), md (the full "
+            "report; the default with -o), json, sarif, github (workflow commands), gitlab (Code "
+            "Quality), junit.",
+            show_default=False,
+        ),
     ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the report to this file (default: md).")
+    ] = None,
+    output_formats: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--output-format",
+            metavar="FORMAT=PATH",
+            help="Also write the FORMAT report to PATH (repeatable: md=report.md sarif=cpq.sarif).",
+        ),
+    ] = None,
+    statistics: Annotated[
+        bool,
+        typer.Option("--statistics", help="Counts per code (code, kind, title, count), not the report."),
+    ] = False,
     fail_on: Annotated[
         FailOn | None,
         typer.Option("--fail-on", help="Exit 1 when the verdict is this bad or worse (for CI)."),
@@ -169,13 +195,18 @@ def assess(
         typer.Option("--write-baseline", help="Record the current findings as the baseline."),
     ] = None,
 ) -> None:
-    """The full readiness report for a file or a directory tree."""
+    """The readiness report for a file or a directory tree: on stdout one line per finding and
+    the verdict (concise), the full Markdown report with -o FILE or --format md.
+
+    Exit status: 0 assessed, 1 the --fail-on verdict reached, 2 a usage error (an output that
+    cannot be written included, checked before the analysis)."""
     from ..engine import DatalogError
     from ..pipeline.assessment import assess as run_assessment
 
     _existing_path(path)
     if rules is not None and not rules.is_file():
         raise fail(f"{rules}: no such rules file")
+    outputs = plan_outputs(format, output, output_formats, statistics)  # checked before the run
     config = load_config(path)
     context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern)
     known = _load_baseline(baseline) if baseline is not None else None
@@ -195,11 +226,13 @@ def assess(
     except DatalogError as exc:
         raise fail(str(exc)) from None
     new_keys = _mark_baseline(result, known)
-    text = _render(result, format, show_suppressed, known, new_keys)
-    if output is not None:
-        output.write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    failing = fail_on is not None and _verdict_rank(result.verdict) >= _FAIL_RANK[fail_on]
+    for out in outputs:
+        if out.format in ("md", "json", "sarif"):
+            text = _render(result, OutputFormat(out.format), show_suppressed, known, new_keys)
+        else:
+            text = render_listing(result, out, new_keys, failing)
+        write_output(out, text)
     if write_baseline is not None:
         from ..report.baseline import write_baseline as save_baseline
 
@@ -220,7 +253,7 @@ def assess(
             f"extract {t['extract']:.2f}s, load {t['load']:.2f}s, evaluate {t['evaluate']:.2f}s",
             err=True,
         )
-    if fail_on is not None and _verdict_rank(result.verdict) >= _FAIL_RANK[fail_on]:
+    if failing:
         raise typer.Exit(1)
 
 

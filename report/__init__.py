@@ -1,4 +1,5 @@
-"""What the user reads: an assessment rendered as Markdown, JSON or SARIF, the words they share
+"""What the user reads: an assessment rendered as Markdown, JSON, SARIF, concise lines, GitHub
+workflow commands, GitLab Code Quality, JUnit XML or statistics, the words they share
 (wording.py), the before/after sketches of a finding's line (sketches.py), and the baseline that
 marks findings already known.
 

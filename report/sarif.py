@@ -6,11 +6,23 @@ SCALES findings are "keep as is" and would only be noise in an alert list.
 The verdict, its reason, the pattern and the gates go in the run's
 `properties`, since SARIF has no place for a whole-codebase judgement.
 
-Locations are relative to the assessed PATH under the `SRCROOT` base id, so
-the file is the same on every machine and GitHub resolves it against the
-checkout. Notebook findings point at the `.ipynb` file with the line inside
-the cell as `startLine`, the cell in the message and in `properties.cell`:
-the module line that cpq assesses exists in no file a viewer can open.
+Locations are relative to the repository root — the nearest folder above PATH
+with `.git` — under the `%SRCROOT%` base id, so GitHub code scanning places them
+in the checkout whatever folder was assessed (`cpq assess src/`); relative to
+PATH when there is no repository (report/places.py).
+
+Notebook findings point at the `.ipynb` file: `startLine` is the line of the
+notebook's JSON that holds the finding's source line (each source line is a
+string of its own there, as Jupyter writes notebooks; report/notebook_lines.py),
+so a viewer of the raw file lands on it; the cell and the line in the cell,
+what a reader of the rendered notebook looks for, lead the message and are in
+`properties.cell` / `properties.cellLine`.  Such a region has no columns and no
+snippet: the JSON line is quoted and escaped, not the source text.
+
+Each rule's `helpUri` is its catalogue entry, `rules/codes/RXXX/doc.md` of the
+cpq that wrote the log, as a `file:` URI (an absolute URI, as SARIF requires;
+the repository has no published home to link instead); `help.markdown` holds
+the same text for viewers that show it in place.
 """
 
 from __future__ import annotations
@@ -27,12 +39,14 @@ from ..pipeline.assessment import Assessment, Finding
 from ..rules.catalogue import catalogue_rows
 from ..rules.registry import code_doc, recipe_text, registry
 from .baseline import Baseline, fingerprint
+from .places import Places
 from .wording import fill_gate_reasons, verdict_reason
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFORMATION_URI = "https://docs.nvidia.com/cupynumeric/latest/"
 FINGERPRINT_KEY = "cpqFinding/v1"
+SRCROOT = "%SRCROOT%"
 
 LEVELS = {"BLOCKS": "error", "REFACTOR": "warning", "INFO": "note", "SCALES": "none"}
 EMITTED_KINDS = ("BLOCKS", "REFACTOR", "INFO")
@@ -70,10 +84,13 @@ def sarif_rules(codes: list[tuple[str, str, str, str]] | None = None) -> list[di
         elif recipe:  # a recipe without a separate text: the recipe says what to do
             text += f"\n\nRecipe: {recipe}."
             markdown += f"\n\n**Recipe**: {recipe}."
-        if code in registry():
+        entry = registry().get(code)
+        if entry is not None:
             markdown += f"\n\n`cpq rules {code}` shows the Datalog rules behind it."
         else:
             markdown += f"\n\n`cpq rules {code} --rules FILE` shows the Datalog rules behind it."
+        # A code of a user's --rules file has no catalogue entry to point at.
+        help_uri = {"helpUri": (entry.folder / "doc.md").resolve().as_uri()} if entry is not None else {}
         rules.append(
             {
                 "id": code,
@@ -81,6 +98,7 @@ def sarif_rules(codes: list[tuple[str, str, str, str]] | None = None) -> list[di
                 "shortDescription": {"text": title},
                 "fullDescription": {"text": doc},
                 "help": {"text": text, "markdown": markdown},
+                **help_uri,
                 "defaultConfiguration": {"level": LEVELS.get(kind, "note")},
                 "properties": {"kind": kind, "recipe": recipe, "tags": ["cupynumeric", kind.lower()]},
             }
@@ -107,9 +125,10 @@ def sarif_report(
     emitted = [f for f in a.findings if f.kind in EMITTED_KINDS]
     new_ids = {id(f) for f in baseline.new_findings(emitted)} if baseline is not None else None
     seen: Counter[str] = Counter()
+    places = Places(a)
     results = []
     for f in emitted:
-        result = _result(f, index, a, seen, notebooks or {})
+        result = _result(f, index, a, seen, notebooks if notebooks is not None else a.notebooks, places)
         if f.suppressed:
             suppression: dict[str, Any] = {"kind": "inSource"}
             reason = (justifications or {}).get((f.code, f.file, f.line), "")
@@ -131,8 +150,8 @@ def sarif_report(
                 "rules": rules,
             }
         },
-        "originalUriBaseIds": {"SRCROOT": {"uri": _root_uri(a.root)}},
-        "invocations": [_invocation(a)],
+        "originalUriBaseIds": {SRCROOT: {"uri": _folder_uri(places.base)}},
+        "invocations": [_invocation(a, places)],
         "columnKind": "unicodeCodePoints",
         "results": results,
         "properties": {
@@ -150,11 +169,8 @@ def sarif_report(
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
 
 
-def _root_uri(root: Path) -> str:
-    base = root.resolve()
-    if not base.is_dir():
-        base = base.parent  # a single file: its findings are relative to its folder
-    uri = base.as_uri()
+def _folder_uri(folder: Path) -> str:
+    uri = folder.as_uri()
     return uri if uri.endswith("/") else uri + "/"
 
 
@@ -164,26 +180,26 @@ def _result(
     a: Assessment,
     seen: Counter[str],
     notebooks: Mapping[str, CellLocator],
+    places: Places,
 ) -> dict[str, Any]:
-    raw = _raw_line(a, f.file, f.line)
-    line, where, props = f.line, "", {}
+    where, props = "", {}
+    region: dict[str, Any] = {"startLine": f.line}
     nb = notebooks.get(f.file)
-    if nb is not None:
-        try:
-            cell, line = nb.location(f.line)
-        except ValueError:
-            cell = 0
-        if cell:
-            where = f"cell {cell}:line {line}: "
-            props = {"cell": cell, "cellLine": line}
-        else:
-            line = f.line
-    region: dict[str, Any] = {"startLine": line}
-    if raw.strip():
-        indent = len(raw) - len(raw.lstrip())
-        region["startColumn"] = indent + 1
-        region["endColumn"] = len(raw.rstrip()) + 1
-        region["snippet"] = {"text": raw.rstrip()}
+    cell = _cell(nb, f.line) if nb is not None else None
+    if cell is not None:
+        where = f"cell {cell[0]}:line {cell[1]}: "
+        props = {"cell": cell[0], "cellLine": cell[1]}
+        json_lines = places.notebook_lines(f.file)
+        found = json_lines.json_line(*cell) if json_lines is not None else None
+        # Unknown (the notebook changed or went since it was read): its first line.
+        region = {"startLine": found or 1}
+    else:
+        raw = _raw_line(a, f.file, f.line)
+        if raw.strip():
+            indent = len(raw) - len(raw.lstrip())
+            region["startColumn"] = indent + 1
+            region["endColumn"] = len(raw.rstrip()) + 1
+            region["snippet"] = {"text": raw.rstrip()}
     message = f"{where}{f.code} {f.title} in {f.function}"
     if f.source_line:
         message += f": `{f.source_line}`"
@@ -202,7 +218,7 @@ def _result(
         "locations": [
             {
                 "physicalLocation": {
-                    "artifactLocation": _artifact(f.file),
+                    "artifactLocation": _artifact(places.repo_path(f.file)),
                     "region": region,
                 },
                 "logicalLocations": [_logical(f.function)],
@@ -219,6 +235,14 @@ def _result(
     }
 
 
+def _cell(nb: CellLocator, line: int) -> tuple[int, int] | None:
+    try:
+        cell = nb.location(line)
+    except ValueError:
+        return None
+    return cell if cell[0] else None
+
+
 def _raw_line(a: Assessment, file: str, line: int) -> str:
     return a.raw_line(file, line)
 
@@ -226,7 +250,7 @@ def _raw_line(a: Assessment, file: str, line: int) -> str:
 def _artifact(relpath: str) -> dict[str, str]:
     # A relative URI reference: percent-encode what a URI cannot hold, keep the slashes.
     uri = quote(relpath.replace("\\", "/"), safe="/-._~")
-    return {"uri": uri, "uriBaseId": "SRCROOT"}
+    return {"uri": uri, "uriBaseId": SRCROOT}
 
 
 def _logical(function: str) -> dict[str, Any]:
@@ -236,12 +260,12 @@ def _logical(function: str) -> dict[str, Any]:
     return {"name": name, "fullyQualifiedName": function, "kind": "member" if "." in function else "function"}
 
 
-def _invocation(a: Assessment) -> dict[str, Any]:
+def _invocation(a: Assessment, places: Places) -> dict[str, Any]:
     notes = [
         {
             "level": "warning",
             "message": {"text": f"skipped {s.relpath}: {s.reason}"},
-            "locations": [{"physicalLocation": {"artifactLocation": _artifact(s.relpath)}}],
+            "locations": [{"physicalLocation": {"artifactLocation": _artifact(places.repo_path(s.relpath))}}],
         }
         for s in a.skipped
     ]

@@ -32,7 +32,7 @@ def _schema() -> dict:
 
 @pytest.mark.parametrize("name", ["wave_equation.py", "shortest_paths.py", "odd_apis.py"])
 def test_markdown_report_has_all_eight_sections_in_order(name: str) -> None:
-    out = runner.invoke(app, ["assess", str(EXAMPLES / name)])
+    out = runner.invoke(app, ["assess", str(EXAMPLES / name), "--format", "md"])
     assert out.exit_code == 0, out.output
     positions = [out.output.index(h) for h in HEADINGS]
     assert positions == sorted(positions)
@@ -67,7 +67,7 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_assessed(tmp_path) -> N
     assert "utf-8" in skipped["latin.py"]
     assert report["files"]["assessed"] == 1
     assert any(f["code"] == "R103" and f["file"] == "good.py" for f in report["findings"])
-    md = runner.invoke(app, ["assess", str(tmp_path)])
+    md = runner.invoke(app, ["assess", str(tmp_path), "--format", "md"])
     assert "broken.py: SyntaxError" in md.output
 
 

@@ -62,7 +62,9 @@ def test_inline_suppression_is_excluded_from_the_verdict(tmp_path: Path) -> None
     r104 = [f for f in after["findings"] if f["code"] == "R104"]
     assert r104 and all(f["suppressed"] for f in r104)
     assert after["suppressions"]["suppressed"] == 1
-    md = runner.invoke(app, ["assess", str(quiet), "--elements", "50M", "--no-cache", "--show-suppressed"])
+    md = runner.invoke(
+        app, ["assess", str(quiet), "--elements", "50M", "--no-cache", "--show-suppressed", "-f", "md"]
+    )
     assert "Suppressed findings: 1" in md.stdout and "R104 (descend)" in md.stdout
 
 
@@ -71,7 +73,7 @@ def test_unused_suppression_is_reported(tmp_path: Path) -> None:
     path.write_text("import numpy as np\n\nx = np.zeros(10)  # cpq: ignore[R105]\n")
     report = _json(["assess", str(path)])
     assert report["suppressions"]["unused"] == [{"file": "m.py", "line": 3, "codes": ["R105"]}]
-    md = runner.invoke(app, ["assess", str(path), "--no-cache"])
+    md = runner.invoke(app, ["assess", str(path), "--no-cache", "-f", "md"])
     assert "Unused suppressions (1)" in md.stdout
 
 
@@ -133,7 +135,7 @@ def test_baseline_reports_only_new_findings_and_survives_edits(tmp_path: Path) -
     assert states[("R101", "push")] == "unchanged"
     assert states[("R103", "kinetic")] == "unchanged"
     assert states[("R104", "sync")] == "new"
-    md = runner.invoke(app, ["assess", str(tree), "--no-cache", "--baseline", str(base)])
+    md = runner.invoke(app, ["assess", str(tree), "--no-cache", "--baseline", str(base), "-f", "md"])
     assert "already recorded are not shown" in md.stdout
     blocks = md.stdout.split("## What blocks")[1].split("## What's fixable")[0]
     assert "R104" in blocks and "R101" not in blocks

@@ -178,7 +178,7 @@ def test_a_team_code_is_reported_in_markdown_json_and_sarif_and_counts(tmp_path:
     shipped = _invoke(["assess", str(root), "--no-cache", "-f", "json"])
     assert json.loads(shipped.stdout)["verdict"] == "READY"
 
-    markdown = _invoke(["assess", str(root), "--rules", str(team), "--no-cache"])
+    markdown = _invoke(["assess", str(root), "--rules", str(team), "--no-cache", "-f", "md"])
     assert markdown.exit_code == 0, markdown.output
     seen = "np.linalg.inv in a hot loop: `x = np.linalg.inv(A) @ b`"
     row = f"| hot.py:{INV_LINE} | T001 | step | {seen} | use np.linalg.solve |"

@@ -393,7 +393,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory):
         seconds = time.perf_counter() - started
         # With the store (in the tree's .cpq/): the evaluated results are reused by the rest.
         runs["json"] = run_cpq("assess", root, "--format", "json", cwd=base)
-        runs["md"] = run_cpq("assess", root, cwd=base)
+        runs["md"] = run_cpq("assess", root, "--format", "md", cwd=base)
         runs["sarif"] = run_cpq("assess", root, "--format", "sarif", cwd=base)
         runs["query"] = run_cpq("query", "source_file(F, _, _)", root, "--format", "json", cwd=base)
         files = json.loads(runs["json_no_cache"].stdout)["files"] if runs["json_no_cache"].stdout else {}
