@@ -172,6 +172,7 @@ def assess(
     """The full readiness report for a file or a directory tree."""
     from ..engine import DatalogError
     from ..pipeline.assessment import assess as run_assessment
+    from ..pipeline.progress import Progress
 
     _existing_path(path)
     if rules is not None and not rules.is_file():
@@ -179,6 +180,7 @@ def assess(
     config = load_config(path)
     context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern)
     known = _load_baseline(baseline) if baseline is not None else None
+    progress = Progress.for_run(quiet=state.quiet)
     try:
         result = run_assessment(
             path,
@@ -189,13 +191,15 @@ def assess(
             jobs=jobs,
             config=config,
             max_file_size=_size(max_file_size),
-            show_progress=not state.quiet,
+            progress=progress,
             keep_database=False,  # the report reads nothing more from it
         )
     except DatalogError as exc:
         raise fail(str(exc)) from None
     new_keys = _mark_baseline(result, known)
+    progress.phase("rendering the report")
     text = _render(result, format, show_suppressed, known, new_keys)
+    progress.close()  # the report and what follows start on a clean line
     if output is not None:
         output.write_text(text, encoding="utf-8")
     else:

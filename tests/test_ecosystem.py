@@ -630,7 +630,7 @@ class Clock:
 
 def test_progress_draws_only_after_a_second_on_a_terminal() -> None:
     stream, clock = FakeTTY(), Clock()
-    with Progress(10, "assessing", stream=stream, clock=clock) as p:
+    with Progress(10, "assessing", stream=stream, clock=clock, environ={}) as p:
         p.advance(3)
         assert stream.getvalue() == ""  # a short run stays silent
         clock.now = 1.5
@@ -650,18 +650,18 @@ def test_progress_draws_only_after_a_second_on_a_terminal() -> None:
 @pytest.mark.parametrize("quiet, tty", [(True, True), (False, False)])
 def test_progress_silent_when_quiet_or_piped(quiet: bool, tty: bool) -> None:
     stream, clock = (FakeTTY() if tty else io.StringIO()), Clock()
-    with Progress(5, "x", quiet, stream=stream, clock=clock) as p:
+    with Progress(5, "x", quiet, stream=stream, clock=clock, environ={}) as p:
         clock.now = 5.0
         p.advance(5)
     assert stream.getvalue() == "" and p.done == 5
 
 
-def test_progress_without_a_total_counts() -> None:
+def test_progress_without_a_total_counts_with_a_spinner_and_seconds() -> None:
     stream, clock = FakeTTY(), Clock()
-    p = Progress(None, "files", stream=stream, clock=clock)
+    p = Progress(None, "files", stream=stream, clock=clock, environ={})
     clock.now = 2.0
     p.advance(7)
-    assert stream.getvalue().endswith("cpq: files 7")
+    assert stream.getvalue().endswith("cpq: files - 7, 2.0s")
     p.close()
 
 
