@@ -16,6 +16,7 @@ import typer.core
 from .. import __version__
 from ..manifest.cli import app as manifest_app
 from .explain_cmds import register as register_explain_commands
+from .gating import FindingKind, failing_findings, failure_reason
 from .options import (
     CacheDirOpt,
     CpuOnlyOpt,
@@ -148,7 +149,20 @@ def assess(
     ] = None,
     fail_on: Annotated[
         FailOn | None,
-        typer.Option("--fail-on", help="Exit 1 when the verdict is this bad or worse (for CI)."),
+        typer.Option(
+            "--fail-on",
+            help="Exit 1 when the verdict is this bad or worse. The verdict weighs the GPU and the "
+            "problem size too, which no code change fixes: to gate on the code, --fail-on-findings.",
+        ),
+    ] = None,
+    fail_on_findings: Annotated[
+        FindingKind | None,
+        typer.Option(
+            "--fail-on-findings",
+            case_sensitive=False,
+            help="Exit 1 when a finding of this kind or worse counts (not suppressed, not in "
+            "--baseline); gates are reported, never fail it. The pre-commit hook's gate.",
+        ),
     ] = None,
     rules: RulesOpt = None,
     no_cache: NoCacheOpt = False,
@@ -224,7 +238,13 @@ def assess(
             f"extract {t['extract']:.2f}s, load {t['load']:.2f}s, evaluate {t['evaluate']:.2f}s",
             err=True,
         )
-    if fail_on is not None and _verdict_rank(result.verdict) >= _FAIL_RANK[fail_on]:
+    failed = fail_on is not None and _verdict_rank(result.verdict) >= _FAIL_RANK[fail_on]
+    if fail_on_findings is not None:
+        failing = failing_findings(result.findings, fail_on_findings, new_keys)
+        if failing:
+            typer.echo(failure_reason(failing, fail_on_findings), err=True)
+            failed = True
+    if failed:
         raise typer.Exit(1)
 
 

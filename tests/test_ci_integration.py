@@ -1,11 +1,15 @@
 """cpq in CI, in a commit hook and on a terminal, run as their users run it: the progress line
-(drawn on a terminal, silent in pipes, in CI and with -q)."""
+(drawn on a terminal, silent in pipes, in CI and with -q), `--fail-on-findings` and the
+pre-commit hook that uses it (passing a repository whose only trouble is a demo array size,
+failing one with a hot BLOCKS finding)."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import pty
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,15 +18,49 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import EXAMPLES, TESTS
 from typer.testing import CliRunner
 
+from cpq.cli.app import app
 from cpq.config.context import Context
 from cpq.pipeline.assessment import assess
 from cpq.pipeline.progress import Progress, in_ci, wanted
 
 REPO = TESTS.parent
 runner = CliRunner()
+
+# A smoother: no finding a code change could fix, but its demo array fixes the problem size at
+# 300 elements, below Gate 2's partition floor: the verdict is NOT RECOMMENDED.
+DEMO_SIZE_ONLY = """\
+import numpy as np
+
+
+def smooth(u):
+    return 0.5 * (np.roll(u, 1) + np.roll(u, -1))
+
+
+def main():
+    u = np.zeros(300)
+    for _ in range(100):
+        u = smooth(u)
+    return u
+"""
+
+# A host sync on the hot path (R104, BLOCKS), yet only LIGHT REFACTOR.
+HOT_ITEM = """\
+import numpy as np
+
+
+def descend(A, b, lr, iters):
+    x = np.zeros(A.shape[1])
+    history = []
+    for it in range(iters):
+        r = A @ x - b
+        x -= lr * (A.T @ r)
+        history.append(np.dot(r, r).item()){comment}
+    return x, history
+"""
 
 
 class FakeTTY(io.StringIO):
@@ -228,3 +266,147 @@ def test_the_command_draws_nothing_in_ci_quiet_or_a_pipe(
     status, drawn, report = _cpq_on_a_terminal([*args, str(small_tree), "--no-cache"], pipe=pipe, **env)
     assert status == 0 and "Verdict" in report
     assert drawn == ""
+
+
+# --------------------------------------------------------------------------- --fail-on-findings
+
+
+def _project(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
+    root = tmp_path / name
+    root.mkdir()
+    for relpath, text in files.items():
+        (root / relpath).write_text(text)
+    return root
+
+
+def _assess(*args: str) -> tuple[int, str, str]:
+    done = runner.invoke(app, ["assess", *args, "--no-cache", "--format", "json"])
+    return done.exit_code, done.stdout, done.stderr
+
+
+def test_a_demo_array_size_fails_the_verdict_gate_but_not_the_findings_gate(tmp_path: Path) -> None:
+    root = _project(tmp_path, "demo", {"demo.py": DEMO_SIZE_ONLY})
+    status, out, _ = _assess(str(root), "--fail-on", "significant")
+    report = json.loads(out)
+    assert report["verdict"] == "NOT RECOMMENDED" and status == 1  # Gate 2: what --fail-on's caveat says
+    assert not [f for f in report["findings"] if f["kind"] in ("BLOCKS", "REFACTOR")]
+    for kind in ("BLOCKS", "REFACTOR", "blocks"):
+        status, out, err = _assess(str(root), "--fail-on-findings", kind)
+        assert status == 0, err
+        gate2 = [g for g in json.loads(out)["gates"] if g["name"] == "Problem size"]
+        assert gate2 and gate2[0]["status"] == "fail"  # reported, not failing
+
+
+def test_a_hot_blocks_finding_fails_the_findings_gate_with_a_reason(tmp_path: Path) -> None:
+    root = _project(tmp_path, "hot", {"train.py": HOT_ITEM.format(comment="")})
+    status, out, _ = _assess(str(root), "--fail-on", "significant")
+    assert json.loads(out)["verdict"] == "LIGHT REFACTOR" and status == 0  # the verdict gate lets it by
+    status, _, err = _assess(str(root), "--fail-on-findings", "BLOCKS")
+    assert status == 1
+    assert err.strip() == "cpq: --fail-on-findings BLOCKS: 1 BLOCKS finding counts: train.py:10 R104"
+
+
+def test_suppressed_disabled_and_baselined_findings_never_count(tmp_path: Path) -> None:
+    quiet = _project(tmp_path, "quiet", {"train.py": HOT_ITEM.format(comment="  # cpq: ignore[R104]")})
+    assert _assess(str(quiet), "--fail-on-findings", "BLOCKS")[0] == 0
+    disabled = _project(
+        tmp_path,
+        "disabled",
+        {"train.py": HOT_ITEM.format(comment=""), "pyproject.toml": '[tool.cpq]\nignore = ["R104"]\n'},
+    )
+    assert _assess(str(disabled), "--fail-on-findings", "BLOCKS")[0] == 0
+    known = _project(tmp_path, "known", {"train.py": HOT_ITEM.format(comment="")})
+    baseline = tmp_path / "baseline.json"
+    assert _assess(str(known), "--write-baseline", str(baseline))[0] == 0
+    assert _assess(str(known), "--baseline", str(baseline), "--fail-on-findings", "BLOCKS")[0] == 0
+    (known / "more.py").write_text(HOT_ITEM.format(comment="").replace("descend", "ascend"))
+    status, _, err = _assess(str(known), "--baseline", str(baseline), "--fail-on-findings", "BLOCKS")
+    assert status == 1 and "more.py:10 R104" in err and "train.py" not in err  # only the new one
+
+
+def test_refactor_takes_blocks_too_and_bad_kinds_are_usage_errors() -> None:
+    refactor_only = str(EXAMPLES / "refactor_only.py")
+    assert _assess(refactor_only, "--fail-on-findings", "BLOCKS")[0] == 0
+    status, _, err = _assess(refactor_only, "--fail-on-findings", "REFACTOR")
+    assert status == 1 and "REFACTOR or BLOCKS" in err
+    assert _assess(str(EXAMPLES / "sync_in_loop.py"), "--fail-on-findings", "REFACTOR")[0] == 1  # BLOCKS
+    status, _, err = _assess(refactor_only, "--fail-on-findings", "SCALES")
+    assert status == 2 and "--fail-on-findings" in err
+
+
+# --------------------------------------------------------------------------- the pre-commit hook
+
+
+def _hook() -> dict:
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    return next(h for h in hooks if h["id"] == "cpq")
+
+
+def _git_repo(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir()
+    for relpath, text in files.items():
+        (root / relpath).write_text(text)
+    hook = _hook()
+    # `repo: local` with this checkout's entry and args: pre-commit runs it as the hook would
+    # run from this repository (the command is this checkout's cpq, not an installed one).
+    local = {**hook, "language": "system", "entry": shlex.join(_hook_command(hook["entry"]))}
+    local.pop("minimum_pre_commit_version", None)
+    config = {"repos": [{"repo": "local", "hooks": [local]}]}
+    (root / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q", str(root)], check=True)
+    subprocess.run([*git, "-C", str(root), "add", "-A"], check=True)
+    return root
+
+
+def _hook_command(entry: str) -> list[str]:
+    """The hook's entry as a command line: `cpq` is this checkout's (`python -m cpq`)."""
+    words = shlex.split(entry)
+    assert words[0] == "cpq", entry
+    return [sys.executable, "-m", "cpq", *words[1:]]
+
+
+def _run_hook(repo: Path) -> tuple[int, str]:
+    """`pre-commit run --all-files` when pre-commit is installed; otherwise what it would run:
+    the entry and args, no filenames (pass_filenames: false), in the repository's root, when a
+    staged file is of the hook's types."""
+    env = _cpq_env(PRE_COMMIT_HOME=str(repo.parent / "pre-commit-home"))
+    if shutil.which("pre-commit"):
+        done = subprocess.run(
+            ["pre-commit", "run", "--all-files"],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        return done.returncode, done.stdout + done.stderr
+    hook = _hook()
+    staged = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True)
+    suffixes = {"python": ".py", "jupyter": ".ipynb"}
+    wanted_suffixes = {suffixes[t] for t in hook["types_or"]}
+    if not any(Path(name).suffix in wanted_suffixes for name in staged.stdout.split()):
+        return 0, "(no files to check)"
+    assert hook["pass_filenames"] is False
+    command = _hook_command(hook["entry"]) + list(hook["args"])
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_the_hook_gates_on_findings() -> None:
+    hook = _hook()
+    assert hook["args"] == ["--fail-on-findings", "BLOCKS"]
+    assert shlex.split(hook["entry"]) == ["cpq", "--quiet", "assess", "."]
+
+
+def test_the_hook_passes_code_with_no_findings_whatever_its_demo_sizes(tmp_path: Path) -> None:
+    repo = _git_repo(tmp_path / "repo", {"demo.py": DEMO_SIZE_ONLY})
+    status, output = _run_hook(repo)
+    assert status == 0, output
+
+
+def test_the_hook_fails_on_a_hot_path_blocks_finding(tmp_path: Path) -> None:
+    repo = _git_repo(tmp_path / "repo", {"demo.py": DEMO_SIZE_ONLY, "train.py": HOT_ITEM.format(comment="")})
+    status, output = _run_hook(repo)
+    assert status == 1, output
+    assert "train.py:10 R104" in output

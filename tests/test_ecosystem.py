@@ -676,7 +676,7 @@ def test_pre_commit_hook_definition() -> None:
     hook = hooks[0]
     assert hook["language"] == "python"
     assert hook["entry"].split()[:1] == ["cpq"] and "assess" in hook["entry"].split()
-    assert hook["args"] == ["--fail-on", "significant"]
+    assert hook["args"] == ["--fail-on-findings", "BLOCKS"]
     assert hook["types_or"] == ["python", "jupyter"] and hook["pass_filenames"] is False
     assert all(isinstance(hook[k], str) for k in ("name", "description", "entry"))
 
@@ -689,10 +689,10 @@ def test_pre_commit_entry_runs_as_a_command_line(tmp_path: Path) -> None:
     yaml = pytest.importorskip("yaml")
     hook = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())[0]
     argv = hook["entry"].split()[1:] + hook["args"]
-    shutil.copy(EXAMPLES / "sync_in_loop.py", tmp_path / "ok.py")
+    shutil.copy(EXAMPLES / "refactor_only.py", tmp_path / "ok.py")
     runner = CliRunner()
     argv = [str(tmp_path) if a == "." else a for a in argv]
     result = runner.invoke(app, argv)
-    assert result.exit_code == 0, result.output  # LIGHT REFACTOR is below the threshold
+    assert result.exit_code == 0, result.output  # REFACTOR findings only: below the threshold
     shutil.copy(EXAMPLES / "mpi_halo.py", tmp_path / "mpi.py")
-    assert runner.invoke(app, argv).exit_code == 1
+    assert runner.invoke(app, argv).exit_code == 1  # R108 is a BLOCKS finding
