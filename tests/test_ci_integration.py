@@ -1,7 +1,8 @@
 """cpq in CI, in a commit hook and on a terminal, run as their users run it: the progress line
 (drawn on a terminal, silent in pipes, in CI and with -q), `--fail-on-findings` and the
 pre-commit hook that uses it (passing a repository whose only trouble is a demo array size,
-failing one with a hot BLOCKS finding)."""
+failing one with a hot BLOCKS finding), and the GitHub Action run step by step on this machine
+(tests/action_local.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import EXAMPLES, TESTS
+from test_ecosystem import _validator
 from typer.testing import CliRunner
 
 from cpq.cli.app import app
@@ -410,3 +412,101 @@ def test_the_hook_fails_on_a_hot_path_blocks_finding(tmp_path: Path) -> None:
     status, output = _run_hook(repo)
     assert status == 1, output
     assert "train.py:10 R104" in output
+
+
+# --------------------------------------------------------------------------- the GitHub Action
+
+
+def _action() -> dict:
+    return yaml.safe_load((REPO / "action.yml").read_text())
+
+
+def test_the_action_is_a_composite_that_installs_assesses_uploads_and_gates() -> None:
+    action = _action()
+    assert action["runs"]["using"] == "composite"
+    assert {"path", "args", "fail-on-findings"} <= set(action["inputs"])
+    assert action["inputs"]["fail-on-findings"]["default"] == "BLOCKS"
+    steps = action["runs"]["steps"]
+    uses = [s["uses"].split("@")[0] for s in steps if "uses" in s]
+    assert uses == ["actions/setup-python", "github/codeql-action/upload-sarif"]
+    runs = {s["id"]: s for s in steps if "run" in s}
+    assert '"$GITHUB_ACTION_PATH"' in runs["install"]["run"]  # cpq from the action's own checkout
+    assert all("if" not in s for s in runs.values())  # what tests/action_local.py runs is all there is
+    for step in runs.values():  # inputs reach the scripts through env only
+        assert "${{" not in step["run"], step["id"]
+    order = [s.get("id") or s["uses"].split("@")[0] for s in steps]
+    assert order.index("github/codeql-action/upload-sarif") < order.index("gate")  # upload, then fail
+
+
+@pytest.fixture()
+def workspace(tmp_path: Path) -> Path:
+    """A checkout with the examples in src/, and `cpq` and `python` on PATH as this checkout's."""
+    ws = tmp_path / "ws"
+    shutil.copytree(EXAMPLES, ws / "src", ignore=shutil.ignore_patterns(".cpq", "*.json"))
+    return ws
+
+
+def _bin(tmp_path: Path) -> Path:
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    for name, command in (
+        ("cpq", f"{shlex.quote(sys.executable)} -m cpq"),
+        ("python", shlex.quote(sys.executable)),
+    ):
+        path = folder / name
+        path.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+        path.chmod(0o755)
+    return folder
+
+
+def _run_action(tmp_path: Path, workspace: Path, *inputs: str) -> tuple[int, str]:
+    env = _cpq_env()
+    env["PATH"] = f"{_bin(tmp_path)}{os.pathsep}{env['PATH']}"
+    args = [
+        sys.executable,
+        str(TESTS / "action_local.py"),
+        "--workspace",
+        str(workspace),
+        "--skip",
+        "install",
+    ]
+    for item in inputs:
+        args += ["--input", item]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    return done.returncode, done.stdout + done.stderr
+
+
+def _has_github_format() -> bool:
+    done = runner.invoke(app, ["assess", "--help"], env={"COLUMNS": "300"})
+    return "github" in done.stdout.split()
+
+
+def test_the_action_writes_valid_sarif_and_fails_on_blocks(tmp_path: Path, workspace: Path) -> None:
+    status, output = _run_action(tmp_path, workspace, "path=src", "args=--elements 50M --gpu 'H100'")
+    assert status == 1, output  # the examples have hot BLOCKS findings
+    assert "action_local: skip Upload SARIF" in output and "action_local: run Gate" in output
+    assert "output status=1" in output and "output sarif-file=cpq.sarif" in output
+    assert "cpq: --fail-on-findings BLOCKS:" in output
+    sarif = workspace / "cpq.sarif"
+    log = json.loads(sarif.read_text())
+    errors = sorted(_validator().iter_errors(log), key=lambda e: list(e.absolute_path))
+    assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:5])
+    run = log["runs"][0]
+    assert {r["ruleId"] for r in run["results"]} >= {"R104", "R108"}
+    gates = {g["gate"]: g for g in run["properties"]["gates"]}
+    assert gates[1]["status"] == "pass" and "50,000,000" in gates[2]["reason"]  # `args` reached cpq
+    if _has_github_format():
+        assert any(line.startswith("::") for line in output.splitlines() if "title=cpq::" not in line)
+    else:
+        assert "this cpq has no --format github" in output
+    # Without the findings gate the job passes, SARIF and all.
+    sarif.unlink()
+    status, output = _run_action(tmp_path, workspace, "path=src", "fail-on-findings=", "annotate=false")
+    assert status == 0, output
+    assert "output status=0" in output and sarif.is_file()
+
+
+def test_the_action_stops_at_a_usage_error(tmp_path: Path, workspace: Path) -> None:
+    status, output = _run_action(tmp_path, workspace, "path=src", "args=--elements nonsense")
+    assert status == 2, output
+    assert "action_local: run Gate" not in output and not (workspace / "cpq.sarif").exists()
