@@ -133,7 +133,7 @@ def test_a_spinner_keeps_moving_while_the_main_thread_is_busy() -> None:
     stream = FakeTTY()
     progress = Progress(stream=stream, delay=0.0, environ={}, ticking=True)
     progress.phase("evaluating rules")
-    time.sleep(0.45)  # the main thread busy elsewhere
+    time.sleep(0.6)  # the main thread busy elsewhere
     redraws = stream.getvalue().count("cpq: evaluating rules")
     progress.close()
     assert redraws >= 3, stream.getvalue()
