@@ -16,6 +16,7 @@ import typer.core
 from .. import __version__
 from ..manifest.cli import app as manifest_app
 from .explain_cmds import register as register_explain_commands
+from .gating import FindingKind, failing_findings, failure_reason
 from .options import (
     CacheDirOpt,
     CpuOnlyOpt,
@@ -174,7 +175,20 @@ def assess(
     ] = False,
     fail_on: Annotated[
         FailOn | None,
-        typer.Option("--fail-on", help="Exit 1 when the verdict is this bad or worse (for CI)."),
+        typer.Option(
+            "--fail-on",
+            help="Exit 1 when the verdict is this bad or worse. The verdict weighs the GPU and the "
+            "problem size too, which no code change fixes: to gate on the code, --fail-on-findings.",
+        ),
+    ] = None,
+    fail_on_findings: Annotated[
+        FindingKind | None,
+        typer.Option(
+            "--fail-on-findings",
+            case_sensitive=False,
+            help="Exit 1 when a finding of this kind or worse counts (not suppressed, not in "
+            "--baseline); gates are reported, never fail it. The pre-commit hook's gate.",
+        ),
     ] = None,
     rules: RulesOpt = None,
     no_cache: NoCacheOpt = False,
@@ -198,10 +212,11 @@ def assess(
     """The readiness report for a file or a directory tree: on stdout one line per finding and
     the verdict (concise), the full Markdown report with -o FILE or --format md.
 
-    Exit status: 0 assessed, 1 the --fail-on verdict reached, 2 a usage error (an output that
-    cannot be written included, checked before the analysis)."""
+    Exit status: 0 assessed, 1 --fail-on-findings or --fail-on reached, 2 a usage error (an
+    output that cannot be written included, checked before the analysis)."""
     from ..engine import DatalogError
     from ..pipeline.assessment import assess as run_assessment
+    from ..pipeline.progress import Progress
 
     _existing_path(path)
     if rules is not None and not rules.is_file():
@@ -210,6 +225,7 @@ def assess(
     config = load_config(path)
     context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern)
     known = _load_baseline(baseline) if baseline is not None else None
+    progress = Progress.for_run(quiet=state.quiet)
     try:
         result = run_assessment(
             path,
@@ -220,18 +236,24 @@ def assess(
             jobs=jobs,
             config=config,
             max_file_size=_size(max_file_size),
-            show_progress=not state.quiet,
+            progress=progress,
             keep_database=False,  # the report reads nothing more from it
         )
     except DatalogError as exc:
         raise fail(str(exc)) from None
     new_keys = _mark_baseline(result, known)
-    failing = fail_on is not None and _verdict_rank(result.verdict) >= _FAIL_RANK[fail_on]
+    counted = failing_findings(result.findings, fail_on_findings, new_keys) if fail_on_findings else []
+    failing = bool(counted) or (fail_on is not None and _verdict_rank(result.verdict) >= _FAIL_RANK[fail_on])
+    progress.phase("rendering the report")
+    texts = []
     for out in outputs:
         if out.format in ("md", "json", "sarif"):
             text = _render(result, OutputFormat(out.format), show_suppressed, known, new_keys)
         else:
             text = render_listing(result, out, new_keys, failing)
+        texts.append((out, text))
+    progress.close()  # the report and what follows start on a clean line
+    for out, text in texts:
         write_output(out, text)
     if write_baseline is not None:
         from ..report.baseline import write_baseline as save_baseline
@@ -253,6 +275,8 @@ def assess(
             f"extract {t['extract']:.2f}s, load {t['load']:.2f}s, evaluate {t['evaluate']:.2f}s",
             err=True,
         )
+    if counted and fail_on_findings is not None:
+        typer.echo(failure_reason(counted, fail_on_findings), err=True)
     if failing:
         raise typer.Exit(1)
 

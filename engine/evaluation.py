@@ -63,6 +63,10 @@ class EvalStats:
         return asdict(self)
 
 
+# Told (strata done, strata in all) as each stratum is done, in the thread that evaluates.
+StratumDone = Callable[[int, int], None]
+
+
 @dataclass(slots=True)
 class _RuleSql:
     """A rule's SELECTs, which may yield a tuple more than once: the statement that runs
@@ -171,8 +175,10 @@ class Evaluation(Storage):
             )
         return _RuleSql(rule, positive, initial, variants)
 
-    def evaluate(self) -> EvalStats:
+    def evaluate(self, on_stratum: StratumDone | None = None) -> EvalStats:
         """Compute every derived relation from the current inputs (re-evaluation is allowed).
+        `on_stratum(done, total)` is called, in this thread, as each stratum is done (for a
+        caller that shows progress).
 
         Strata whose inputs are complete run side by side, each on its own DuckDB connection:
         DuckDB plans every statement in the calling thread (about a millisecond or two, the
@@ -188,9 +194,16 @@ class Evaluation(Storage):
         else:
             self._sizes = self._row_counts()
         self._evaluated = True
-        return self._run_strata(lambda index, con: self._run_stratum(index, compiled[index], con), started)
+        return self._run_strata(
+            lambda index, con: self._run_stratum(index, compiled[index], con), started, on_stratum
+        )
 
-    def _run_strata(self, run_one: Callable[[int, Connection], StratumStats], started: float) -> EvalStats:
+    def _run_strata(
+        self,
+        run_one: Callable[[int, Connection], StratumStats],
+        started: float,
+        on_stratum: StratumDone | None = None,
+    ) -> EvalStats:
         """Run `run_one` for every stratum, each once the strata it reads are done."""
         strata = self.program.stratification
         stats: list[StratumStats | None] = [None] * len(strata)
@@ -202,11 +215,13 @@ class Evaluation(Storage):
         if self.concurrency <= 1:
             for index in range(len(strata)):
                 stats[index] = run_one(index, self.con)
+                if on_stratum is not None:
+                    on_stratum(index + 1, len(strata))
         else:
             self._cursors = _Cursors(self.con)
             self._round_pool = ThreadPoolExecutor(max_workers=self.concurrency)
             try:
-                self._run_concurrently(run_one, stats, waits, needed_by)
+                self._run_concurrently(run_one, stats, waits, needed_by, on_stratum)
             finally:
                 self._round_pool.shutdown(wait=True, cancel_futures=True)
                 self._round_pool = None
@@ -221,6 +236,7 @@ class Evaluation(Storage):
         stats: list[StratumStats | None],
         waits: list[set[int]],
         needed_by: list[list[int]],
+        on_stratum: StratumDone | None = None,
     ) -> None:
         cursors = self._cursors
         assert cursors is not None
@@ -237,6 +253,7 @@ class Evaluation(Storage):
         heapq.heapify(ready)
         pool = ThreadPoolExecutor(max_workers=self.concurrency)
         running: dict[Future[StratumStats], int] = {}
+        done = 0
         try:
             while ready or running:
                 while ready and len(running) < self.concurrency:
@@ -246,6 +263,9 @@ class Evaluation(Storage):
                 for future in finished:
                     index = running.pop(future)
                     stats[index] = future.result()  # a failed stratum raises here
+                    done += 1
+                    if on_stratum is not None:
+                        on_stratum(done, len(stats))
                     for later in needed_by[index]:
                         waits[later].discard(index)
                         if not waits[later]:

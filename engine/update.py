@@ -21,7 +21,7 @@ from .change_tables import (
 )
 from .compile_sql import quote
 from .errors import DatalogError
-from .evaluation import EvalStats, Evaluation
+from .evaluation import EvalStats, Evaluation, StratumDone
 from .incremental import Changes, StratumUpdate, net_readers, read_columns
 
 # _iter values one update may use: above every stratum's rounds (strata * ROUND_SPAN).
@@ -67,7 +67,10 @@ class Updating(Evaluation):
                 pass
 
     def update(
-        self, changes: Mapping[str, tuple[str | None, str | None]], max_changed: int | None = None
+        self,
+        changes: Mapping[str, tuple[str | None, str | None]],
+        max_changed: int | None = None,
+        on_stratum: StratumDone | None = None,
     ) -> EvalStats:
         """Bring every derived relation up to date after input facts changed, by incremental
         maintenance (see incremental.py), with the same result as evaluate() from scratch.
@@ -76,7 +79,8 @@ class Updating(Evaluation):
         and a SELECT of the rows it gains (each new to it unless it is also lost), by column
         position; None for none.  They may read the previous state (change_tables.OLD_DB) and
         the staging tables.  With `max_changed`, UpdateTooLarge is raised, before anything
-        changes, when the inputs would lose and gain more tuples than that (net)."""
+        changes, when the inputs would lose and gain more tuples than that (net).
+        `on_stratum(done, total)` as in evaluate()."""
         started = time.perf_counter()
         if not self._evaluated:
             raise DatalogError("update() needs evaluated results", source=self.program.source)
@@ -96,7 +100,9 @@ class Updating(Evaluation):
         )
         base = generation * GENERATION_SPAN
         stats = self._run_strata(
-            lambda index, con: StratumUpdate(self, index, found, base, con, needs_net).run(), started
+            lambda index, con: StratumUpdate(self, index, found, base, con, needs_net).run(),
+            started,
+            on_stratum,
         )
         self.last_update_seconds = stats.seconds
         return stats

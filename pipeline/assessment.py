@@ -6,7 +6,6 @@ Nothing here judges code: findings, hot paths, gates and verdict come out of `ru
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from ..facts import Skipped
 from ..facts.discover import DEFAULT_MAX_FILE_SIZE
 from ..rules.program import load_program
 from .cache.facade import Cache
+from .progress import Progress
 from .run import Evaluation, Inputs, discover, evaluate, fact_count, new_database
 
 
@@ -167,42 +167,49 @@ def assess(
     jobs: int | None = None,
     config: Config | None = None,
     max_file_size: int = DEFAULT_MAX_FILE_SIZE,
-    show_progress: bool = False,
+    progress: Progress | None = None,
     keep_database: bool = True,
     warn: Callable[[str], None] | None = None,
 ) -> Assessment:
     """Assess a file or tree. With `use_cache`, through the caches (cache/): the store in
     PATH/.cpq (or `cache_dir`) and the user cache.  `warn` takes one line about a cache that
-    could not be used (by default, on stderr).
+    could not be used (by default, on stderr, past the progress line).  `progress` shows each
+    phase (the caller closes it; a failed run erases it).
 
     `keep_database=False`: the caller needs the findings, gates and verdict only, so results
     just saved to the store are not opened again (`result.db` is then None)."""
-    started = time.perf_counter()
-    context = context or Context()
-    warn = warn or _warn
-    program = load_program(rules_path)
-    inputs = discover(path, config, max_file_size)
-    cache = Cache.open(path, cache_dir, warn) if use_cache else None
-    result = Assessment(root=path, context=context)
-    if cache is None:
-        found = evaluate(inputs, lambda: new_database(program, context, inputs), None, jobs, show_progress)
-        read_back(result, found, inputs)
-        result.db = found.db
-    else:
-        try:
-            found = cache.evaluate(program, context, config, inputs, jobs, show_progress)
-            # Read while the evaluated database is open and in memory, before it is saved.
+    shown = progress or Progress.silent()
+    warn = warn or (lambda line: shown.say(f"cpq: {line}"))
+    try:
+        started = time.perf_counter()
+        context = context or Context()
+        shown.phase("reading the rules")
+        program = load_program(rules_path)
+        shown.phase("discovering files")
+        inputs = discover(path, config, max_file_size)
+        cache = Cache.open(path, cache_dir, warn) if use_cache else None
+        result = Assessment(root=path, context=context)
+        if cache is None:
+            found = evaluate(inputs, lambda: new_database(program, context, inputs), None, jobs, shown)
+            shown.phase("reading results")
             read_back(result, found, inputs)
-            result.db = cache.keep(found, program, reopen=keep_database)
-        finally:
-            cache.close()
+            result.db = found.db
+        else:
+            try:
+                found = cache.evaluate(program, context, config, inputs, jobs, shown)
+                # Read while the evaluated database is open and in memory, before it is saved.
+                shown.phase("reading results")
+                read_back(result, found, inputs)
+                shown.phase("saving results")
+                result.db = cache.keep(found, program, reopen=keep_database)
+            finally:
+                cache.close()
+    except BaseException:
+        shown.close()  # what follows (an error, a traceback) starts on a clean line
+        raise
     result.timings = found.timings
     result.seconds = time.perf_counter() - started
     return result
-
-
-def _warn(line: str) -> None:
-    print(f"cpq: {line}", file=sys.stderr)
 
 
 def read_back(result: Assessment, found: Evaluation, inputs: Inputs) -> None:

@@ -9,12 +9,11 @@ store, or none) and where the database lives are given to it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -29,6 +28,7 @@ from ..facts.node_ids import MAX_NODES, file_bases
 from ..facts.packing import FactSet, max_unpacked, unpack_facts
 from ..facts.schema import INPUT_RELATIONS
 from ..rules.catalogue import catalogue_rows
+from .progress import Progress
 
 if TYPE_CHECKING:
     from ..config.context import Context
@@ -232,11 +232,12 @@ def load_facts(
     extraction: Extraction,
     *,
     staged: bool = False,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> Loaded:
     """Load each file's facts, at its base (facts.node_ids), as the workers hand them over
     (`staged`: into the staging tables of an update); the files that could not be extracted
-    are returned with their reason, not loaded."""
+    are returned with their reason, not loaded.  `progress` counts the files, then shows the
+    last facts loaded."""
     from ..facts.parallel import extract_all
 
     sink = db.load_disjoint
@@ -245,7 +246,7 @@ def load_facts(
     for source, data in extraction:
         relpath = source.relpath
         if progress is not None:
-            progress(1)
+            progress.advance()
         deep = relpath in extraction.deep
         base = inputs.bases[relpath]
         if isinstance(data, bytes):
@@ -268,6 +269,8 @@ def load_facts(
         else:
             facts.add_file(rows, node_count, base)
             loaded.layout[relpath] = FileLayout(source.sha, deep, base, node_count)
+    if progress is not None:
+        progress.phase("loading facts")
     facts.flush()
     return loaded
 
@@ -327,22 +330,25 @@ def evaluate(
     new_db: Callable[[], Database],
     source: FactSource | None = None,
     jobs: int | None = None,
-    show_progress: bool = False,
+    progress: Progress | None = None,
 ) -> Evaluation:
     """Extract every file (or take its facts from `source`), load the facts into the database
-    `new_db` makes (while the workers parse), and evaluate the program."""
+    `new_db` makes (while the workers parse), and evaluate the program; `progress` shows
+    each phase."""
     started = time.perf_counter()
+    progress = progress or Progress.silent()
+    progress.phase("extracting", total=len(inputs.texts))
     with start_extraction(inputs, inputs.texts, source, jobs) as extraction:
         db = new_db()
         try:
-            with _progress(show_progress, len(inputs.texts)) as progress:
-                loaded = load_facts(db, inputs, extraction, progress=progress)
+            loaded = load_facts(db, inputs, extraction, progress=progress)
             db.load("skipped_file", skipped_rows(inputs, loaded.layout))
         except BaseException:
             db.close()
             raise
     extracted = time.perf_counter()
-    db.evaluate()
+    progress.phase("evaluating rules")
+    db.evaluate(on_stratum=strata_done(progress))
     done = time.perf_counter()
     return Evaluation(
         db,
@@ -352,13 +358,6 @@ def evaluate(
     )
 
 
-@contextlib.contextmanager
-def _progress(show: bool, total: int) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar's `advance` (None when none is shown)."""
-    if not show:
-        yield None
-        return
-    from .progress import Progress
-
-    with Progress(total, "extracting") as bar:
-        yield bar.advance
+def strata_done(progress: Progress) -> Callable[[int, int], None]:
+    """The evaluation's report of strata done, as the progress line's detail."""
+    return lambda done, total: progress.detail(f"{done}/{total} strata")

@@ -25,6 +25,7 @@ import duckdb
 
 from ...engine import Database, DatalogError
 from ...engine.update import UpdateTooLarge
+from ..progress import Progress
 from ..run import (
     Evaluation,
     Inputs,
@@ -36,6 +37,7 @@ from ..run import (
     new_database,
     skipped_rows,
     start_extraction,
+    strata_done,
 )
 from . import keys, results, trust, update, user_cache
 from .facts_store import FactStore, open_store
@@ -94,16 +96,17 @@ class Cache:
         config: Config | None,
         inputs: Inputs,
         jobs: int | None = None,
-        show_progress: bool = False,
+        progress: Progress | None = None,
     ) -> Evaluation:
+        progress = progress or Progress.silent()
         evaluation = keys.evaluation_parts(context, program.text, config)
         self.results_key = keys.results_key(inputs.found, evaluation)
         self.update_key = keys.update_key(evaluation)
         self._present = {source.relpath for source in inputs.texts}
         return (
             self._saved(program)
-            or self._updated(program, inputs, jobs, show_progress)
-            or self._fresh(program, context, inputs, jobs, show_progress)
+            or self._updated(program, inputs, jobs, progress)
+            or self._fresh(program, context, inputs, jobs, progress)
         )
 
     def _saved(self, program: Program) -> Evaluation | None:
@@ -121,7 +124,7 @@ class Cache:
         return None
 
     def _updated(
-        self, program: Program, inputs: Inputs, jobs: int | None, show_progress: bool
+        self, program: Program, inputs: Inputs, jobs: int | None, progress: Progress
     ) -> Evaluation | None:
         candidates = results.latest(self.directory, self.update_key)
         if not candidates:
@@ -142,13 +145,15 @@ class Cache:
             limit = update.max_changed(fact_count(db))
             db.begin_update(previous.path)
             results.ensure_same(previous.path, previous.identity)
+            progress.phase("extracting", total=len(plan.changed))
             with start_extraction(inputs, plan.changed, store, jobs) as extraction:
                 update.stage_rows(db, "suppressed", inputs.suppressed_rows)
                 update.stage_rows(db, "disabled", inputs.disabled_rows)
-                loaded = load_facts(db, inputs, extraction, staged=True)
+                loaded = load_facts(db, inputs, extraction, staged=True, progress=progress)
             layout = {**plan.unchanged, **loaded.layout}
             update.stage_rows(db, "skipped_file", skipped_rows(inputs, layout))
-            db.update(update.input_changes(db, plan), max_changed=limit)
+            progress.phase("updating saved results")
+            db.update(update.input_changes(db, plan), max_changed=limit, on_stratum=strata_done(progress))
             db.end_update()
         except _NotWorthIt:
             pass
@@ -173,7 +178,7 @@ class Cache:
         return None
 
     def _fresh(
-        self, program: Program, context: Context, inputs: Inputs, jobs: int | None, show_progress: bool
+        self, program: Program, context: Context, inputs: Inputs, jobs: int | None, progress: Progress
     ) -> Evaluation:
         store = self.facts()
         # Only the run that holds the store's lock writes in it; another evaluates in memory.
@@ -191,7 +196,7 @@ class Cache:
                 partial = None
                 return new_database(program, context, inputs)
 
-        found = evaluate(inputs, new_db, store, jobs, show_progress)
+        found = evaluate(inputs, new_db, store, jobs, progress)
         found.path = partial
         return found
 
