@@ -20,6 +20,7 @@ from .options import build_context, load_config, state, usage_error
 if TYPE_CHECKING:
     from ..config.context import Context
     from ..config.project import Config
+    from ..fix.run import FixRun
 
 FIX_HELP = (
     "Apply the mechanical recipes of the findings, each assessed again, and write the files.\n\n"
@@ -74,7 +75,7 @@ def run_fix(path: Path, config: Config, context: Context, diff: bool, unsafe: bo
         raise typer.Exit(2)
 
 
-def _write(run) -> set[str]:  # type: ignore[no-untyped-def]
+def _write(run: FixRun) -> set[str]:
     """Write every fixed file; the files left as they were, each said on stderr."""
     from ..fix.write import NotWritten, target_path, write_fixed
 

@@ -27,8 +27,8 @@ R109 (order=):
   `np.zeros(n, order="C")`, `np.array(x, order="K")`) is dropped: safe, it changes nothing.
 - another order on a function that only lays out a new array (np.zeros/ones/empty/full, np.array,
   np.asarray, np.copy, the *_like ones, a.copy, a.astype) is dropped as an unsafe fix: the values
-  stay, the memory layout changes, and np.asarray may then hand back its input itself rather than
-  a copy, so a later write into the result writes into the input.
+  stay, the memory layout changes, and with it whether a copy is made at all (np.asarray,
+  `copy=False`): a later write into the result may then write into the input.
 - another order on reshape/ravel/flatten: no fix; it decides which element goes where.
 
 R202 (x = x op y in a loop) -> `x op= y`: always unsafe.  In place, the array x names is
@@ -200,8 +200,8 @@ _LAYOUT_API = frozenset(
 _LAYOUT_METHODS = frozenset({"copy", "astype"})
 _ORDER_LITERAL = re.compile(r"""(['"])([CFAK])\1""")
 _LAYOUT_NOTE = (
-    "the memory layout of the new array changes (and np.asarray may return its input itself, "
-    "not a copy, so writes into the result reach the input); its values do not"
+    "the new array's memory layout changes, and with it whether a copy is made at all "
+    "(np.asarray, copy=False): writes into the result may then reach the input; its values do not"
 )
 
 

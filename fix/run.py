@@ -72,15 +72,16 @@ def _close(result: Assessment) -> None:
 
 
 def _candidates(run: FixRun, result: Assessment, before: Findings) -> list[Fix]:
-    """A fix for each live site of a fixable code, suppressed findings and files the run could
-    not read whole left alone; the fixes in notebooks are counted, not kept."""
+    """A fix for each site of a fixable finding, files the run could not read whole left alone;
+    the fixes in notebooks are counted, not kept."""
     db = before.db
-    suppressed = {(f.code, f.file, f.line) for f in result.findings if f.suppressed}
+    # A site of a code turned off by [tool.cpq] is no finding; a suppressed one is left alone.
+    wanted = {(f.code, f.file, f.line) for f in result.findings if not f.suppressed}
     bases = module_bases(db)
     files: dict[str, tuple[FileNodes, ArrayModule | None]] = {}
     fixes: list[Fix] = []
     for site in read_sites(db, FIXABLE_CODES):
-        if (site.code, site.file, site.line) in suppressed or site.file in before.broken:
+        if (site.code, site.file, site.line) not in wanted or site.file in before.broken:
             continue
         if site.file not in files:
             nodes = FileNodes(site.file, run.texts[site.file])

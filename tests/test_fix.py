@@ -265,6 +265,13 @@ def test_suppressed_findings_are_not_fixed(tmp_path: Path) -> None:
     assert path.read_text() == text
 
 
+def test_codes_turned_off_in_the_configuration_are_not_fixed(tmp_path: Path) -> None:
+    write(tmp_path, "pyproject.toml", '[tool.cpq]\nignore = ["R110"]\n')
+    path = write(tmp_path, "m.py", ANY_ALL)
+    assert diff_of(tmp_path) == ""
+    assert path.read_text() == ANY_ALL
+
+
 # -- what is written, and what not --------------------------------------------------------------
 
 
