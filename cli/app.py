@@ -16,6 +16,8 @@ import typer.core
 from .. import __version__
 from ..manifest.cli import app as manifest_app
 from .explain_cmds import register as register_explain_commands
+from .fix_cmd import DiffOpt, UnsafeFixesOpt
+from .fix_cmd import register as register_fix_command
 from .gating import FindingKind, failing_findings, failure_reason
 from .options import (
     CacheDirOpt,
@@ -208,6 +210,11 @@ def assess(
         Path | None,
         typer.Option("--write-baseline", help="Record the current findings as the baseline."),
     ] = None,
+    fix: Annotated[
+        bool, typer.Option("--fix", help="Apply the safe fixes instead of reporting (as `cpq fix`).")
+    ] = False,
+    diff: DiffOpt = False,
+    unsafe_fixes: UnsafeFixesOpt = False,
 ) -> None:
     """The readiness report for a file or a directory tree: on stdout one line per finding and
     the verdict (concise), the full Markdown report with -o FILE or --format md.
@@ -224,6 +231,13 @@ def assess(
     outputs = plan_outputs(format, output, output_formats, statistics)  # checked before the run
     config = load_config(path)
     context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern)
+    if fix or diff or unsafe_fixes:
+        from .fix_cmd import run_fix
+
+        if not fix:
+            raise fail("--diff and --unsafe-fixes go with --fix")
+        run_fix(path, config, context, diff, unsafe_fixes)
+        return
     known = _load_baseline(baseline) if baseline is not None else None
     progress = Progress.for_run(quiet=state.quiet)
     try:
@@ -478,6 +492,7 @@ def facts(
 
 app.add_typer(manifest_app, name="manifest", help="The API-support manifest.")
 register_explain_commands(app)
+register_fix_command(app)
 
 
 def main() -> None:
