@@ -58,7 +58,13 @@ def run_fix(path: Path, config: Config, context: Context, diff: bool, unsafe: bo
     from ..fix.run import plan_fixes
 
     try:
-        run = plan_fixes(path, context, config, unsafe, show_progress=not state.quiet)
+        from ..pipeline.progress import Progress
+
+        progress = Progress.for_run(quiet=state.quiet)
+        try:
+            run = plan_fixes(path, context, config, unsafe, progress=progress)
+        finally:
+            progress.close()
     except DatalogError as exc:
         usage_error(str(exc))
     if diff:

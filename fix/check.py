@@ -17,17 +17,18 @@ from ..config.context import Context
 from ..engine import Database, Program
 from ..facts import SourceText
 from ..pipeline.assessment import Assessment, read_back
+from ..pipeline.progress import Progress
 from ..pipeline.run import Inputs, evaluate, new_database
 from .edits import apply_edits, line_of
 from .recipes import Fix
 
 
 def assess_inputs(
-    root: Path, context: Context, program: Program, inputs: Inputs, show_progress: bool = False
+    root: Path, context: Context, program: Program, inputs: Inputs, progress: Progress | None = None
 ) -> Assessment:
     """An assessment of `inputs` in memory (no cache: fixed texts are nowhere on disk), its
     database kept open for the questions below; the caller closes it."""
-    found = evaluate(inputs, lambda: new_database(program, context, inputs), None, None, show_progress)
+    found = evaluate(inputs, lambda: new_database(program, context, inputs), None, None, progress)
     result = Assessment(root=root, context=context)
     read_back(result, found, inputs)
     result.db = found.db

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..config.context import Context
 from ..config.project import Config
 from ..pipeline.assessment import Assessment
+from ..pipeline.progress import Progress
 from ..pipeline.run import discover
 from ..rules.program import load_program
 from .check import Findings, assess_inputs, failures, fixed_texts, with_texts
@@ -33,13 +34,13 @@ class FixRun:
 
 
 def plan_fixes(
-    path: Path, context: Context, config: Config, unsafe: bool = False, show_progress: bool = False
+    path: Path, context: Context, config: Config, unsafe: bool = False, progress: Progress | None = None
 ) -> FixRun:
     """The fixes for the findings under `path` that survive re-assessment (see check.py)."""
     program = load_program(None)
     inputs = discover(path, config)
     run = FixRun(path, dict(inputs.sources), {s.relpath: s.sha for s in inputs.texts})
-    result = assess_inputs(path, context, program, inputs, show_progress)
+    result = assess_inputs(path, context, program, inputs, progress)
     try:
         before = Findings(result)
         candidates = _candidates(run, result, before)
@@ -53,7 +54,7 @@ def plan_fixes(
     while chosen:
         texts = fixed_texts(run.texts, chosen)
         run.rounds += 1
-        fixed = assess_inputs(path, context, program, with_texts(inputs, texts), show_progress)
+        fixed = assess_inputs(path, context, program, with_texts(inputs, texts), progress)
         try:
             failed = failures(chosen, run.texts, before, Findings(fixed))
         finally:

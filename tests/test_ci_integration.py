@@ -249,7 +249,7 @@ def test_the_command_shows_every_phase_on_a_terminal(small_tree: Path) -> None:
     for phase in [*phases, "rendering the report"]:
         assert phase in drawn, drawn
     assert drawn.endswith("\r") and drawn.rsplit("\r", 2)[-2].strip() == ""  # erased at the end
-    assert "Verdict" in report and "cpq:" not in report  # the report alone on stdout
+    assert "LIGHT REFACTOR" in report and "cpq:" not in report  # the report alone on stdout
 
 
 @pytest.mark.parametrize(
@@ -266,7 +266,7 @@ def test_the_command_draws_nothing_in_ci_quiet_or_a_pipe(
     small_tree: Path, args: list[str], env: dict[str, str], pipe: bool
 ) -> None:
     status, drawn, report = _cpq_on_a_terminal([*args, str(small_tree), "--no-cache"], pipe=pipe, **env)
-    assert status == 0 and "Verdict" in report
+    assert status == 0 and "LIGHT REFACTOR" in report
     assert drawn == ""
 
 
