@@ -19,6 +19,7 @@ from .explain_cmds import register as register_explain_commands
 from .fix_cmd import DiffOpt, UnsafeFixesOpt
 from .fix_cmd import register as register_fix_command
 from .gating import FindingKind, failing_findings, failure_reason
+from .global_options import accept_global_options, start_run
 from .options import (
     CacheDirOpt,
     CpuOnlyOpt,
@@ -30,6 +31,8 @@ from .options import (
     PatternOpt,
     RulesOpt,
     build_context,
+    check_input_path,
+    check_jobs,
     load_config,
     state,
 )
@@ -54,6 +57,7 @@ class _OneLineErrors(typer.core.TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        start_run(sys.argv[1:] if args is None else args)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
@@ -70,6 +74,12 @@ class _OneLineErrors(typer.core.TyperGroup):
             sys.exit(1)
         # Without standalone mode a command's exit status comes back as the return value.
         sys.exit(status if isinstance(status, int) else 0)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            accept_global_options(command)  # `cpq assess . -q` as `cpq -q assess .`
+        return command
 
 
 app = typer.Typer(
@@ -119,29 +129,42 @@ def main_options(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = False,
-    no_color: Annotated[bool, typer.Option("--no-color", help="No colour in output.")] = False,
+    no_color: Annotated[
+        bool, typer.Option("--no-color", help="No colour in output (also NO_COLOR=1).")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only results, no progress.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Timings and details.")] = False,
 ) -> None:
     state.quiet = quiet
     state.verbose = verbose
-    state.color = not no_color
+    state.color = state.color and not no_color  # NO_COLOR too (global_options.start_run)
 
 
-def _existing_path(path: Path) -> Path:
-    if not path.exists() and not path.is_symlink():
-        raise fail(f"{path}: no such file or directory")
-    return path
-
+# Exit status of `cpq assess` when no file was assessed (none found, all excluded or ignored,
+# none readable): no verdict, rather than a READY that nothing earned (0, 1, 2 are taken).
+NOTHING_TO_ASSESS = 3
 
 JobsOpt = Annotated[
-    int | None, typer.Option("--jobs", "-j", help="Worker processes for extraction (default: cores).")
+    int | None,
+    typer.Option(
+        "--jobs", "-j", help="Worker processes for extraction (default: cores; 1 to 4 per core, ≤ 64)."
+    ),
 ]
 
 
-@app.command()
+@app.command(
+    epilog="Exit status: 0 assessed, 1 the --fail-on verdict reached, 2 usage error or unreadable "
+    "input, 3 nothing to assess (no Python file found, or none readable)."
+)
 def assess(
-    path: Annotated[Path, typer.Argument(help="A Python file, a notebook or a directory tree.")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="PATH",
+            help="Python files, notebooks or directory trees (several: one report, names "
+            "relative to the folder holding them all).",
+        ),
+    ],
     elements: ElementsOpt = None,
     gpus: GpusOpt = None,
     nodes: NodesOpt = None,
@@ -215,20 +238,33 @@ def assess(
     ] = False,
     diff: DiffOpt = False,
     unsafe_fixes: UnsafeFixesOpt = False,
+    no_respect_gitignore: Annotated[
+        bool,
+        typer.Option("--no-respect-gitignore", help="Assess files .gitignore files ignore, too."),
+    ] = False,
 ) -> None:
-    """The readiness report for a file or a directory tree: on stdout one line per finding and
-    the verdict (concise), the full Markdown report with -o FILE or --format md.
+    """The readiness report for files, notebooks or directory trees: on stdout one line per
+    finding and the verdict (concise), the full Markdown report with -o FILE or --format md.
 
     Exit status: 0 assessed, 1 --fail-on-findings or --fail-on reached, 2 a usage error (an
-    output that cannot be written included, checked before the analysis)."""
+    output that cannot be written included, checked before the analysis), 3 nothing to assess."""
     from ..engine import DatalogError
     from ..pipeline.assessment import assess as run_assessment
+    from ..pipeline.assessment import nothing_to_assess
     from ..pipeline.progress import Progress
+    from .inputs import common_root
+    from .writable import check_writable
 
-    _existing_path(path)
+    for each in paths:
+        check_input_path(each)
+    path, members = common_root(paths)
     if rules is not None and not rules.is_file():
         raise fail(f"{rules}: no such rules file")
-    outputs = plan_outputs(format, output, output_formats, statistics)  # checked before the run
+    # Before any analysis: a report that cannot be written is known now, not minutes later.
+    outputs = plan_outputs(format, output, output_formats, statistics)
+    if write_baseline is not None:
+        check_writable(write_baseline, "--write-baseline")
+    check_jobs(jobs)
     config = load_config(path)
     context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern)
     if fix or diff or unsafe_fixes:
@@ -252,15 +288,22 @@ def assess(
             max_file_size=_size(max_file_size),
             progress=progress,
             keep_database=False,  # the report reads nothing more from it
+            members=members,
+            respect_gitignore=not no_respect_gitignore,
         )
     except DatalogError as exc:
         raise fail(str(exc)) from None
+    nothing = nothing_to_assess(result, " ".join(map(str, paths)))
     new_keys = _mark_baseline(result, known)
     counted = failing_findings(result.findings, fail_on_findings, new_keys) if fail_on_findings else []
     failing = bool(counted) or (fail_on is not None and _verdict_rank(result.verdict) >= _FAIL_RANK[fail_on])
     progress.phase("rendering the report")
     texts = []
     for out in outputs:
+        # With nothing assessed, a report for people (Markdown, concise) would be a verdict
+        # nothing earned: only the line on stderr says so; machine formats say it their own way.
+        if nothing and out.format in ("md", "concise"):
+            continue
         if out.format in ("md", "json", "sarif"):
             text = _render(result, OutputFormat(out.format), show_suppressed, known, new_keys)
         else:
@@ -270,9 +313,13 @@ def assess(
     for out, text in texts:
         write_output(out, text)
     if write_baseline is not None:
+        from ..report.baseline import BaselineError
         from ..report.baseline import write_baseline as save_baseline
 
-        count = save_baseline(write_baseline, [f for f in result.findings if not f.suppressed])
+        try:
+            count = save_baseline(write_baseline, [f for f in result.findings if not f.suppressed])
+        except BaselineError as exc:
+            raise fail(str(exc)) from None
         if not state.quiet:
             typer.echo(f"cpq: recorded {count} findings in {write_baseline}", err=True)
     if state.verbose:
@@ -289,6 +336,8 @@ def assess(
             f"extract {t['extract']:.2f}s, load {t['load']:.2f}s, evaluate {t['evaluate']:.2f}s",
             err=True,
         )
+    if nothing:
+        raise fail(f"nothing to assess: {nothing}", NOTHING_TO_ASSESS)
     if counted and fail_on_findings is not None:
         typer.echo(failure_reason(counted, fail_on_findings), err=True)
     if failing:
@@ -458,11 +507,14 @@ def facts(
     """The extracted facts: a table, or Soufflé's TSV input files in a folder."""
     from ..facts.schema import INPUT_RELATIONS
     from ..pipeline.run import collect_facts
+    from .writable import check_writable_folder
 
-    _existing_path(path)
-    fact_set = collect_facts(path)
+    check_input_path(path)
     if relation is not None and relation not in INPUT_RELATIONS:
         raise fail(f"unknown relation {relation!r}; known: {', '.join(sorted(INPUT_RELATIONS))}")
+    if out is not None:
+        check_writable_folder(out, "--out")
+    fact_set = collect_facts(path)
     if out is not None:
         from ..config.context import Context
         from ..pipeline.run import manifest_facts
@@ -474,7 +526,10 @@ def facts(
             "suppressed": [],
             **manifest_facts(),
         }
-        counts = write_souffle_facts(fact_set, out, extra)
+        try:
+            counts = write_souffle_facts(fact_set, out, extra)
+        except OSError as exc:
+            raise fail(f"--out {out}: cannot write: {exc.strerror or exc}") from None
         if not state.quiet:
             typer.echo(f"wrote {sum(counts.values()):,} facts in {len(counts)} files to {out}", err=True)
         return

@@ -7,6 +7,7 @@ then the defaults of decision.md.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -57,9 +58,51 @@ def usage_error(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+# The most extraction workers --jobs may ask for: more than a few per CPU only adds processes
+# (each holds a parser and its memory) without adding speed.
+JOBS_PER_CPU = 4
+MAX_JOBS = 64
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a container's or a taskset's share, not the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity on this system (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def check_jobs(jobs: int | None) -> int | None:
+    """`--jobs`, when given, between 1 and min(64, 4 x the usable CPUs); exit 2 otherwise.  The
+    workers started are fewer still when there are fewer files to parse (facts.parallel)."""
+    if jobs is None:
+        return None
+    cpus = usable_cpus()
+    bound = min(MAX_JOBS, JOBS_PER_CPU * cpus)
+    if not 1 <= jobs <= bound:
+        usage_error(
+            f"--jobs must be between 1 and {bound} ({JOBS_PER_CPU} per CPU, {cpus} here, "
+            f"at most {MAX_JOBS}), got {jobs}"
+        )
+    return jobs
+
+
+def check_input_path(path: Path) -> None:
+    """Exit 2 with one line unless `path` is a file or a folder (cli.inputs says what it is)."""
+    from .inputs import input_problem
+
+    problem = input_problem(path)
+    if problem:
+        usage_error(f"{path}: {problem}")
+
+
 def load_config(path: Path) -> Config:
-    """`[tool.cpq]` of the nearest pyproject.toml (defaults when there is none)."""
+    """`[tool.cpq]` of the nearest pyproject.toml (defaults when there is none), once `path` is
+    known to be a file or a folder (a pipe, a device, a symlink loop is a usage error: every
+    command reads its configuration before it reads PATH)."""
     from ..config.project import ConfigError, config_for
+
+    check_input_path(path)
 
     try:
         return config_for(path)

@@ -15,12 +15,12 @@ Which format goes where:
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .options import usage_error
+from .writable import check_writable, write_file, write_stdout
 
 if TYPE_CHECKING:
     from ..pipeline.assessment import Assessment
@@ -36,24 +36,6 @@ class Output:
     format: str  # one of FORMATS, or "statistics" / "statistics-json"
     path: Path | None  # None: stdout
     limit: int | None = None  # at most this many finding lines (concise only)
-
-
-def check_writable(path: Path) -> None:
-    """Exit 2 with one line unless `path` can be written: an existing file (not a folder) we
-    may write, or a new name in a folder we may write to.  Nothing is created here."""
-    if path.is_dir():
-        usage_error(f"cannot write {path}: it is a directory")
-    if path.exists():
-        if not os.access(path, os.W_OK):
-            usage_error(f"cannot write {path}: permission denied")
-        return
-    folder = path.parent
-    if not folder.exists():
-        usage_error(f"cannot write {path}: no such directory {folder}")
-    if not folder.is_dir():
-        usage_error(f"cannot write {path}: {folder} is not a directory")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        usage_error(f"cannot write {path}: permission denied in {folder}")
 
 
 def parse_output_format(spec: str) -> Output:
@@ -91,7 +73,7 @@ def plan_outputs(
         if key in seen:
             usage_error(f"{out.path}: named for two outputs; give each report a file of its own")
         seen[key] = out.path
-        check_writable(out.path)
+        check_writable(out.path, f"--output-format {out.format}=" if out is not main else "--output")
     return outputs
 
 
@@ -128,9 +110,6 @@ def render_listing(
 
 def write_output(out: Output, text: str) -> None:
     if out.path is None:
-        sys.stdout.write(text)
-        return
-    try:
-        out.path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        usage_error(f"cannot write {out.path}: {exc.strerror or exc}")
+        write_stdout(text)
+    else:
+        write_file(out.path, text, "--output")

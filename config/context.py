@@ -46,6 +46,26 @@ GPU_CAPABILITY: dict[str, int] = {
 }
 
 
+# The compute patterns rules/pattern.dl knows (its pattern_rank facts, and "mixed"), which
+# `--pattern` may name; any other word would reach Gate 4 as a pattern no rule judges.
+KNOWN_PATTERNS = (
+    "stencil",
+    "dense-linalg",
+    "fft",
+    "monte-carlo",
+    "reduction",
+    "elementwise",
+    "sparse",
+    "graph",
+    "ml",
+    "string",
+    "sequential",
+    "python-loops",
+    "no-array-work",
+    "mixed",
+)
+
+
 class ContextError(ValueError):
     """A context option value that cannot be understood."""
 
@@ -99,6 +119,20 @@ def parse_gpu(text: str) -> tuple[str, int]:
     raise ContextError(f"--gpu: unknown model {text!r}; use one of {known}, or sm_XX / X.Y")
 
 
+def parse_pattern(text: str) -> str:
+    """`Stencil`, `dense_linalg`, `Monte Carlo` -> the pattern as rules/pattern.dl spells it; a
+    near miss is answered with the pattern meant (`sequental` -> `sequential`)."""
+    import difflib  # only when a pattern is given: it costs a few milliseconds to import
+
+    word = re.sub(r"[\s_]+", "-", text.strip().lower())
+    if word in KNOWN_PATTERNS:
+        return word
+    known = ", ".join(KNOWN_PATTERNS)
+    close = difflib.get_close_matches(word, KNOWN_PATTERNS, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ContextError(f"--pattern: unknown pattern {text!r}; {hint}known: {known}")
+
+
 @dataclass
 class ContextValue:
     low: int | None
@@ -134,7 +168,7 @@ class Context:
         cpu_only: bool = False,
         pattern: str | None = None,
     ) -> Context:
-        ctx = cls(cpu_only=cpu_only, pattern=pattern)
+        ctx = cls(cpu_only=cpu_only, pattern=parse_pattern(pattern) if pattern is not None else None)
         if elements is not None:
             n = parse_elements(elements)
             ctx.elements = ContextValue(n, n, "given")

@@ -52,6 +52,18 @@ class Glob:
         depths = _prefix_matches(self.segments, parts)
         return any(depth < len(parts) or folder or not self.dir_only for depth in depths)
 
+    def matches_exactly(self, relpath: str) -> bool:
+        """Whether `relpath` itself (a folder: `relpath/`) matches, the folders above it aside:
+        a .gitignore line, tested on each path of a walk that left out the ignored folders."""
+        if self.dir_only and not relpath.endswith("/"):
+            return False
+        parts = [p for p in relpath.strip("/").split("/") if p and p != "."]
+        if not parts:
+            return False
+        if not self.anchored:
+            return (self.segments[0] or _any_name)(parts[-1])
+        return len(parts) in _prefix_matches(self.segments, parts)
+
 
 @lru_cache(maxsize=256)
 def compile_glob(pattern: str) -> Glob:

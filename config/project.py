@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..rules.catalogue import catalogue_rows
-from .context import ContextError, parse_elements, parse_gpu
+from .context import ContextError, parse_elements, parse_gpu, parse_pattern
 from .globs import GlobError, compile_glob
 
 PYPROJECT = "pyproject.toml"
@@ -237,7 +237,11 @@ def _checked(name: str, raw_key: str, key: str, value: Any, expected: str) -> An
     if key == "pattern":
         if not isinstance(value, str):
             raise bad()
-        return value
+        try:
+            return parse_pattern(value)
+        except ContextError as exc:
+            detail = str(exc).removeprefix("--pattern: ")
+            raise ConfigError(f"{name}: [tool.cpq] {raw_key}: {detail}") from None
     if key == "per-file-ignores":
         if not isinstance(value, dict):
             raise bad()

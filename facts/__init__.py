@@ -4,6 +4,7 @@ relations), extracted in worker processes (parallel.py) and packed for the store
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -64,12 +65,13 @@ def extract_source(
     if parsed.python2_line is not None:
         return Skipped(
             source.relpath,
-            f"SyntaxError: Python 2 syntax (print/exec statement) at line {parsed.python2_line}",
+            f"Python 2 (a print/exec statement at line {parsed.python2_line}): port it to Python 3 first",
         )
     lines = line_count(source.text)
     first_error = parsed.error_line
+    unknown_syntax = first_error is not None and _newer_syntax_only(source.text, parsed.errors)
     if first_error is not None and parsed.error_lines() > MAX_BROKEN_SHARE * max(lines, 1):
-        return Skipped(source.relpath, f"SyntaxError: invalid syntax at line {first_error}")
+        return Skipped(source.relpath, _syntax_reason(first_error, unknown_syntax))
     is_package = source.relpath.endswith("__init__.py")
     name = module if module is not None else module_name_for(source.relpath)
     walker = extractor(source.relpath, name, is_package)
@@ -80,10 +82,36 @@ def extract_source(
     partial = None
     if first_error is not None:
         if walker.intact_statements == 0:
-            return Skipped(source.relpath, f"SyntaxError: invalid syntax at line {first_error}")
-        partial = (
-            f"SyntaxError at line {first_error}: {walker.dropped_statements} statement(s) "
-            "left out, the intact parts assessed"
-        )
+            return Skipped(source.relpath, _syntax_reason(first_error, unknown_syntax))
+        if unknown_syntax:
+            partial = (
+                f"{NEWER_SYNTAX} at line {first_error}: {walker.dropped_statements} statement(s) "
+                "left out, the rest assessed"
+            )
+        else:
+            partial = (
+                f"SyntaxError at line {first_error}: {walker.dropped_statements} statement(s) "
+                "left out, the intact parts assessed"
+            )
         rows["partial_file"].append((source.relpath, partial))
     return FileFacts(source.relpath, rows, walker.node_count, lines, partial)
+
+
+# Valid Python the tree-sitter grammar cannot read yet: type parameter defaults (PEP 696,
+# Python 3.13), as in `def f[T = float](x: T)`, `class C[T = int]`, `type A[T = int] = list[T]`.
+NEWER_SYNTAX = "Python 3.13 syntax the parser does not know (a type parameter default, PEP 696)"
+_TYPE_PARAMETER_DEFAULT = re.compile(r"^\s*(?:async\s+def|def|class|type)\s+\w+\s*\[[^\]]*?=")
+
+
+def _newer_syntax_only(text: str, errors: list[tuple[int, int]]) -> bool:
+    """Whether every syntax error the parser found is on a line that opens a definition with
+    a type parameter default: valid code, which the parser's grammar is too old for."""
+    lines = text.split("\n")
+    return all(
+        any(_TYPE_PARAMETER_DEFAULT.match(lines[n - 1]) for n in range(start, end + 1) if 0 < n <= len(lines))
+        for start, end in errors
+    )
+
+
+def _syntax_reason(line: int, newer_syntax: bool) -> str:
+    return f"{NEWER_SYNTAX} at line {line}" if newer_syntax else f"SyntaxError: invalid syntax at line {line}"

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .gitignore import GitIgnore
+
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 # tree-sitter positions cost time proportional to the column, so a very long line (minified or
 # generated code) makes parsing quadratic; such files are skipped with this reason.
@@ -39,6 +41,7 @@ SKIP_DIRS = frozenset(
     }
 )
 SOURCE_SUFFIXES = (".py", ".ipynb")
+EXCLUDED = "excluded by configuration"  # the reason a file [tool.cpq] exclude leaves out is skipped
 
 # Decides whether a path (relative to PATH; folders end with "/") is excluded by configuration.
 Excluder = Callable[[str], bool]
@@ -61,14 +64,21 @@ class Skipped:
 
 
 def iter_sources(
-    root: Path, max_file_size: int = DEFAULT_MAX_FILE_SIZE, excluded: Excluder | None = None
+    root: Path,
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+    excluded: Excluder | None = None,
+    ignore: GitIgnore | None = None,
 ) -> Iterator[SourceText | Skipped]:
-    """Yield every candidate file under `root` (or `root` itself), read or skipped."""
+    """Yield every candidate file under `root` (or `root` itself), read or skipped.  Files and
+    folders that `ignore` (the .gitignore files) leaves out are no candidates: not yielded.  A
+    file given as `root` is read whatever ignores it: it was asked for by name."""
     if root.is_file() or (root.is_symlink() and not root.is_dir()):
         yield read_source(root, root.name, max_file_size)
         return
     real_root = root.resolve()
     unreadable: list[str] = []
+    # The ignore rules of each folder still to be walked, by its path.
+    ignores: dict[str, GitIgnore] = {os.fspath(root): ignore.entering(root, "")} if ignore else {}
 
     def walk_error(exc: OSError) -> None:
         if exc.filename:
@@ -76,6 +86,7 @@ def iter_sources(
 
     for dirpath, dirnames, filenames in _walk(root, walk_error):
         here = Path(dirpath)
+        here_ignore = ignores.pop(dirpath, None)
         kept = []
         for d in sorted(dirnames):
             full = here / d
@@ -83,8 +94,13 @@ def iter_sources(
                 continue
             if _is_symlink(full):
                 continue  # symlinked folders are not followed (loops, trees outside PATH)
-            if excluded is not None and excluded(full.relative_to(root).as_posix() + "/"):
+            rel_dir = full.relative_to(root).as_posix() + "/"
+            if excluded is not None and excluded(rel_dir):
                 continue
+            if here_ignore is not None:
+                if here_ignore.ignored(rel_dir):
+                    continue
+                ignores[os.path.join(dirpath, d)] = here_ignore.entering(full, rel_dir)  # as _walk names it
             kept.append(d)
         dirnames[:] = kept
         for name in sorted(filenames):
@@ -92,13 +108,15 @@ def iter_sources(
                 continue
             full = here / name
             rel = full.relative_to(root).as_posix()
+            if here_ignore is not None and here_ignore.ignored(rel):
+                continue
             if not _utf8(rel):
                 # The name cannot travel in reports (JSON, SARIF) as is: shown escaped, skipped.
                 shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
                 yield Skipped(shown, "file name is not valid UTF-8")
                 continue
             if excluded is not None and excluded(rel):
-                yield Skipped(rel, "excluded by configuration")
+                yield Skipped(rel, EXCLUDED)
                 continue
             try:
                 link = full.is_symlink()

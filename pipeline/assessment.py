@@ -16,11 +16,11 @@ from ..config.context import Context
 from ..config.project import Config
 from ..engine import Database, DatalogError
 from ..facts import Skipped
-from ..facts.discover import DEFAULT_MAX_FILE_SIZE
+from ..facts.discover import DEFAULT_MAX_FILE_SIZE, EXCLUDED
 from ..rules.program import load_program
 from .cache.facade import Cache
 from .progress import Progress
-from .run import Evaluation, Inputs, discover, evaluate, fact_count, new_database
+from .run import Evaluation, Inputs, discover, evaluate, fact_count, new_database, partial_files
 
 
 @dataclass
@@ -121,6 +121,7 @@ class Assessment:
     _lines: dict[str, list[str]] = field(default_factory=dict, repr=False)
     suppressions: dict[str, list[Any]] = field(default_factory=dict)
     unused_suppressions: list[tuple[str, Any]] = field(default_factory=list)
+    ignored: int = 0  # files and folders left out by .gitignore files
     # The codes of the rules evaluated, (code, kind, title, recipe) as their code_info says:
     # the shipped catalogue, with a --rules file's own codes (T001, ...) when it adds some.
     codes: list[tuple[str, str, str, str]] = field(default_factory=list)
@@ -170,11 +171,15 @@ def assess(
     progress: Progress | None = None,
     keep_database: bool = True,
     warn: Callable[[str], None] | None = None,
+    members: list[Path] | None = None,
+    respect_gitignore: bool = True,
 ) -> Assessment:
     """Assess a file or tree. With `use_cache`, through the caches (cache/): the store in
     PATH/.cpq (or `cache_dir`) and the user cache.  `warn` takes one line about a cache that
     could not be used (by default, on stderr, past the progress line).  `progress` shows each
-    phase (the caller closes it; a failed run erases it).
+    phase (the caller closes it; a failed run erases it).  `members`: only these paths under
+    the folder `path` (several PATHs, cli.inputs); `respect_gitignore`: leave out what
+    .gitignore files ignore.
 
     `keep_database=False`: the caller needs the findings, gates and verdict only, so results
     just saved to the store are not opened again (`result.db` is then None)."""
@@ -186,7 +191,7 @@ def assess(
         shown.phase("reading the rules")
         program = load_program(rules_path)
         shown.phase("discovering files")
-        inputs = discover(path, config, max_file_size)
+        inputs = discover(path, config, max_file_size, members=members, respect_gitignore=respect_gitignore)
         cache = Cache.open(path, cache_dir, warn) if use_cache else None
         result = Assessment(root=path, context=context)
         if cache is None:
@@ -212,6 +217,28 @@ def assess(
     return result
 
 
+def nothing_to_assess(a: Assessment, shown: str = "") -> str:
+    """Why no file was assessed (`shown`: the PATHs as the user gave them); empty when some
+    file was. The rules would call an empty tree READY: no report may say so."""
+    if a.files:
+        return ""
+    where = shown or str(a.root)
+    if not a.skipped:
+        if a.ignored:
+            return (
+                f"no Python files (.py, .ipynb) under {where} that .gitignore files leave in "
+                "(--no-respect-gitignore assesses the ignored ones)"
+            )
+        return f"no Python files (.py, .ipynb) under {where}"
+    count = len(a.skipped)
+    files = "the one Python file" if count == 1 else f"all {count} Python files"
+    if all(s.reason == EXCLUDED for s in a.skipped):
+        return f"{files} under {where} {'is' if count == 1 else 'are'} excluded by [tool.cpq] exclude"
+    first = next(s for s in a.skipped if s.reason != EXCLUDED)
+    more = f" (and {count - 1} more: --format json lists them)" if count > 1 else ""
+    return f"{files} under {where} skipped: {first.relpath}: {first.reason}{more}"
+
+
 def read_back(result: Assessment, found: Evaluation, inputs: Inputs) -> None:
     """Fill `result` from the evaluated database (the same whichever way it came)."""
     from ..config.suppress import match_suppressions
@@ -226,7 +253,8 @@ def read_back(result: Assessment, found: Evaluation, inputs: Inputs) -> None:
     result.cache_hits = found.from_source
     result.how = found.how
     result.notebooks = inputs.notebooks
-    result.partial = db.rows("partial_file")
+    result.ignored = inputs.ignored
+    result.partial = partial_files(db.rows("partial_file"), inputs, result.files)
     result.findings = read_findings(db, result)
     keys = [(f.code, f.file, f.line) for f in result.findings]
     _, result.unused_suppressions = match_suppressions(keys, inputs.suppressions)
@@ -260,7 +288,9 @@ def read_findings(db: Database, result: Assessment) -> list[Finding]:
                 line=line,
                 function=func,
                 hot=(code, file, line) in hot,
-                counts=(code, file, line) in counts,
+                # A suppressed finding never counts, whatever its place (rules/verdict.dl
+                # leaves it out of the verdict likewise).
+                counts=(code, file, line) in counts and (code, file, line) not in suppressed,
                 source_line=result.source_line(file, line),
                 suppressed=(code, file, line) in suppressed,
                 where=result.where(file, line),

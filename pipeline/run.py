@@ -14,7 +14,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +24,7 @@ from ..engine.connect import Limits
 from ..engine.evaluation import EVALUATION_THREADS
 from ..facts import Skipped, SourceText, iter_sources, line_count
 from ..facts.discover import DEFAULT_MAX_FILE_SIZE
+from ..facts.gitignore import GitIgnore
 from ..facts.node_ids import MAX_NODES, file_bases
 from ..facts.packing import FactSet, max_unpacked, unpack_facts
 from ..facts.schema import INPUT_RELATIONS
@@ -52,6 +53,7 @@ class Inputs:
     suppressions: dict[str, list[Suppression]] = field(default_factory=dict)
     suppressed_rows: list[tuple[str, str, int]] = field(default_factory=list)
     disabled_rows: list[tuple[str, str]] = field(default_factory=list)
+    ignored: int = 0  # files and folders .gitignore files left out (not candidates)
 
     @cached_property
     def texts(self) -> list[SourceText]:
@@ -79,11 +81,26 @@ class Inputs:
         return sum(map(len, self.sources.values()))
 
 
-def discover(root: Path, config: Config | None = None, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Inputs:
+def discover(
+    root: Path,
+    config: Config | None = None,
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+    *,
+    members: list[Path] | None = None,
+    respect_gitignore: bool = True,
+) -> Inputs:
+    """The files under `root` (with `members`, under those paths relative to it only), read.
+    With `respect_gitignore`, what .gitignore files ignore is left out (facts.gitignore)."""
     from ..config.suppress import suppressions_by_file
 
-    excluded = _excluder(root, config) if config is not None else None
-    inputs = Inputs(root, list(iter_sources(root, max_file_size, excluded)))
+    found: list[SourceText | Skipped] = []
+    ignored = 0
+    for path, prefix in _walk_roots(root, members):
+        excluded = _excluder(path, config) if config is not None else None
+        ignore = GitIgnore.above(path) if respect_gitignore and path.is_dir() else None
+        found += (_under(item, prefix) for item in iter_sources(path, max_file_size, excluded, ignore))
+        ignored += ignore.hits if ignore is not None else 0
+    inputs = Inputs(root, _first_of_each(found) if members else found, ignored=ignored)
     for item in inputs.texts:
         inputs.sources[item.relpath] = item.text
         if item.notebook is not None:
@@ -92,6 +109,38 @@ def discover(root: Path, config: Config | None = None, max_file_size: int = DEFA
     inputs.suppressed_rows = _suppression_facts(inputs.suppressions)
     inputs.disabled_rows = _disabled_facts(root, inputs, config)
     return inputs
+
+
+def _walk_roots(root: Path, members: list[Path] | None) -> list[tuple[Path, str]]:
+    """The paths to walk, and what puts each one's file names under `root`: `root` itself
+    ("": the names a walk of it gives), or each member (its path, then "/" for a folder)."""
+    if not members:
+        return [(root, "")]
+    out = []
+    for member in members:
+        path = root / member
+        rel = member.as_posix()
+        if rel == ".":
+            out.append((path, ""))
+        else:
+            out.append((path, rel + "/" if path.is_dir() else rel))
+    return out
+
+
+def _under(item: SourceText | Skipped, prefix: str) -> SourceText | Skipped:
+    """`item` named from the root: `prefix` + its name, or `prefix` alone for a file member."""
+    if not prefix:
+        return item
+    return replace(item, relpath=prefix + item.relpath if prefix.endswith("/") else prefix)
+
+
+def _first_of_each(found: list[SourceText | Skipped]) -> list[SourceText | Skipped]:
+    """`found` with each file once (PATHs may overlap: `cpq assess src src/a.py`), in name order
+    as the walk of one folder gives."""
+    unique: dict[str, SourceText | Skipped] = {}
+    for item in found:
+        unique.setdefault(item.relpath, item)
+    return [unique[name] for name in sorted(unique)]
 
 
 def _excluder(root: Path, config: Config) -> Callable[[str], bool] | None:
@@ -280,6 +329,22 @@ def skipped_rows(inputs: Inputs, layout: dict[str, FileLayout]) -> list[tuple[st
     rows = [(skip.relpath, skip.reason) for skip in inputs.skips]
     rows += [(relpath, entry.failed) for relpath, entry in layout.items() if entry.failed]
     return rows
+
+
+def partial_files(
+    marked: list[tuple[str, str]], inputs: Inputs, assessed: list[str]
+) -> list[tuple[str, str]]:
+    """The files assessed in part, each once with its reasons: those the extractor `marked`
+    (statements it could not parse), and the notebooks of `assessed` with a cell left out (one
+    that does not parse is blanked, facts.notebook, and the rest of the notebook assessed)."""
+    reasons: dict[str, list[str]] = {}
+    for file, reason in marked:
+        reasons.setdefault(file, []).append(reason)
+    for file in assessed:
+        notebook = inputs.notebooks.get(file)
+        for cell, why in notebook.skipped_cells if notebook is not None else ():
+            reasons.setdefault(file, []).append(f"cell {cell} left out, it does not parse ({why})")
+    return [(file, "; ".join(found)) for file, found in sorted(reasons.items())]
 
 
 def collect_facts(root: Path) -> FactSet:

@@ -6,7 +6,7 @@ from typing import Any
 
 from .. import __version__
 from ..config.context import ContextValue
-from ..pipeline.assessment import Assessment
+from ..pipeline.assessment import Assessment, nothing_to_assess
 from .wording import fill_gate_reasons, verdict_reason
 
 SCHEMA = "cpq.report/1"
@@ -40,12 +40,14 @@ def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None
     }
     if d.per_gpu is not None:
         context["elements_per_gpu"] = {"range": list(d.per_gpu), "source": "derived"}
+    # No file assessed: no verdict (null), and the reason says why (cpq assess exits 3).
+    nothing = nothing_to_assess(a)
     return {
         "schema": SCHEMA,
         "tool": {"name": "cpq", "version": __version__},
         "path": str(a.root),
-        "verdict": d.verdict,
-        "verdict_reason": verdict_reason(a),
+        "verdict": None if nothing else d.verdict,
+        "verdict_reason": f"Nothing to assess: {nothing}." if nothing else verdict_reason(a),
         "verdict_rule": d.verdict_rule,
         "context": context,
         "findings": [

@@ -257,7 +257,7 @@ def build_hostile_tree(root: Path, outside: Path, blocks: bool) -> tuple[dict[st
     add("modern.py", MODERN, ASSESSED)  # PEP 695, match, except*, PEP 701 f-strings
     add("syntax_error.py", PARTIAL_SOURCE, PARTIAL)
     add("garbage.py", ")))\n]]] (((\n" * 30, skipped("SyntaxError"))
-    add("py2.py", PY2, skipped("SyntaxError"))
+    add("py2.py", PY2, skipped("Python 2"))
     add("binary.py", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8, skipped("binary"))
     add("nul_inside.py", b"import numpy as np\nx = 1\x00\n", skipped("binary"))
     add("bom.py", codecs.BOM_UTF8 + b"import numpy as np\nx = np.ones(3)\n", ASSESSED)
@@ -1238,7 +1238,7 @@ def test_option_values_of_the_wrong_type_are_one_line_errors(
 def test_command_line_errors_are_one_line_in_the_real_process(small_tree: Path) -> None:
     here = small_tree.parent
     assert_usage_error(run_cpq("assess", small_tree, "--gpus", "many", cwd=here), "--gpus")
-    assert_usage_error(run_cpq("assess", cwd=here), "path")
+    assert_usage_error(run_cpq("assess", cwd=here), "PATH")
     assert_usage_error(run_cpq("frobnicate", cwd=here), "frobnicate")
 
 
