@@ -73,7 +73,7 @@ def plan_outputs(
         if key in seen:
             usage_error(f"{out.path}: named for two outputs; give each report a file of its own")
         seen[key] = out.path
-        check_writable(out.path, f"--output-format {out.format}=" if out is not main else "--output")
+        check_writable(out.path, "--output-format" if out is not main else "--output")
     return outputs
 
 

@@ -413,7 +413,7 @@ def test_the_exit_status_of_nothing_to_assess_is_documented() -> None:
 
 
 def test_global_options_are_taken_after_the_command(small: Path) -> None:
-    quiet = invoke("assess", small, "--no-cache", "-q")
+    quiet = invoke("assess", small, "--no-cache", "-q", "-f", "md")
     assert quiet.exit_code == 0 and "## Verdict" in quiet.stdout
     verbose = invoke("assess", small, "--no-cache", "-v")
     assert verbose.exit_code == 0 and re.search(r"cpq: 1 files, .* evaluate", verbose.stderr)
@@ -456,6 +456,8 @@ def test_no_color_report_has_no_ansi_escapes(small: Path, tmp_path: Path) -> Non
         small,
         "--no-cache",
         "--no-color",
+        "-f",
+        "md",
         cwd=tmp_path,
         env={"FORCE_COLOR": "1", "TERM": "xterm-256color"},
     )
@@ -603,7 +605,7 @@ def test_notebook_with_a_broken_cell_is_listed_as_partial(tmp_path: Path) -> Non
     assert out["files"]["partial"] == [
         {"file": "nb.ipynb", "reason": "cell 2 left out, it does not parse (line 1: invalid syntax)"}
     ]
-    md = invoke("assess", tmp_path / "nb.ipynb", "--no-cache")
+    md = invoke("assess", tmp_path / "nb.ipynb", "--no-cache", "-f", "md")
     assert "nb.ipynb: cell 2 left out" in md.stdout
 
 

@@ -373,11 +373,11 @@ def test_several_outputs_in_one_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--output-format", "md=/no/such/dir/r.md"], "no such directory /no/such/dir"),
-        (["-o", "/no/such/dir/r.md"], "no such directory /no/such/dir"),
+        (["--output-format", "md=/no/such/dir/r.md"], "no such folder: /no/such/dir"),
+        (["-o", "/no/such/dir/r.md"], "no such folder: /no/such/dir"),
         (["--output-format", "html=r.html"], "unknown format 'html'"),
         (["--output-format", "report.md"], "give FORMAT=PATH"),
-        (["--output-format", "md={tmp}"], "is a directory"),
+        (["--output-format", "md={tmp}"], "is a folder, not a file"),
         (["-o", "{tmp}/r.md", "--output-format", "sarif={tmp}/r.md"], "named for two outputs"),
     ],
 )
