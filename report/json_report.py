@@ -48,7 +48,7 @@ def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None
         "path": str(a.root),
         "verdict": None if nothing else d.verdict,
         "verdict_reason": f"Nothing to assess: {nothing}." if nothing else verdict_reason(a),
-        "verdict_rule": d.verdict_rule,
+        "verdict_rule": None if nothing else d.verdict_rule,
         "context": context,
         "findings": [
             {

@@ -161,7 +161,7 @@ def _assess_outcome(run: Run) -> dict[str, Any]:
         else:
             other.append(line)
     report: Any = run.stdout
-    if run.code in (0, 1) and run.stdout.strip():
+    if run.code in (0, 1, 3) and run.stdout.strip():  # 3: nothing to assess, a report still
         try:
             report = json.loads(run.stdout)
             report.get("stats", {}).pop("seconds", None)
