@@ -11,18 +11,23 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import duckdb
 
-from .arrow_export import ColumnBatch, value_column
 from .compile_sql import insert_new_tuples
 from .list_params import LIST_BATCH_VALUES, unnest_select, values_fit
 from .storage import Storage
 from .typesys import SQL_TYPES
 
-if TYPE_CHECKING:  # pyarrow is optional (the `fast` extra): only a caller's own tables are Arrow's
+if TYPE_CHECKING:
+    # pyarrow is optional (the `fast` extra): only a caller's own tables are Arrow's.
     import pyarrow as pa
+
+    # Imported where first needed (with ctypes, some 4 ms): a small run loads lists only.
+    from .arrow_export import ColumnBatch
+
+_ARROW_EXPORT = f"{__package__}.arrow_export"
 
 
 def _is_arrow_table(value: object) -> TypeGuard[pa.Table]:
@@ -31,13 +36,20 @@ def _is_arrow_table(value: object) -> TypeGuard[pa.Table]:
     return pa is not None and isinstance(value, pa.Table)
 
 
+def _is_column_batch(value: object) -> TypeGuard[ColumnBatch]:
+    # Without arrow_export imported, nothing can be one of its batches.
+    module = sys.modules.get(_ARROW_EXPORT)
+    return module is not None and isinstance(value, module.ColumnBatch)
+
+
 _LOAD_VIEW = "__cpq_load"
 Columns = list[list[Any]]  # a relation's rows, one list of values per column
-Batch = ColumnBatch | Columns  # what load_disjoint takes for a relation (or a pyarrow Table)
 
 
 def _column_batch(relation: str, columns: Columns, base_types: Iterable[str]) -> ColumnBatch:
     """Columns of checked values as a column batch (for batches too large for lists)."""
+    from .arrow_export import ColumnBatch, value_column
+
     try:
         made = [value_column(column, base) for column, base in zip(columns, base_types, strict=True)]
     except (OverflowError, UnicodeEncodeError) as exc:
@@ -57,9 +69,9 @@ def _loaded_value(index: int, sql_type: str, batch: ColumnBatch | pa.Table) -> s
     """The SELECT expression of column `index` of a batch: cast to the relation's type, and
     moved by the batch's shift (see arrow_export.Shift) when it is one of the shifted."""
     column = f"c{index}"
-    shift = batch.shift if isinstance(batch, ColumnBatch) else None
+    shift = batch.shift if _is_column_batch(batch) else None
     if shift is not None and index in shift.columns:
-        moved = f"{column} + {ColumnBatch.shift_name}"
+        moved = f"{column} + {batch.shift_name}"
         column = f"CASE WHEN {column} = {shift.kept} THEN {column} ELSE {moved} END"
     return f"CAST({column} AS {sql_type}) AS c{index}"
 
@@ -111,7 +123,9 @@ class Loading(Storage):
             return self._insert_unit(relation)
         return self._load_statements([self._insert_from(relation, table, _LOAD_VIEW, disjoint=False)])
 
-    def load_disjoint(self, tables: Mapping[str, Batch | pa.Table], *, staged: bool = False) -> int:
+    def load_disjoint(
+        self, tables: Mapping[str, ColumnBatch | Columns | pa.Table], *, staged: bool = False
+    ) -> int:
         """Append input tuples to several relations at once (as `_iter` 0), all or none.  A
         batch is a column batch, a pyarrow Table or a list per column (for few values: see
         list_params).  Each
@@ -124,15 +138,15 @@ class Loading(Storage):
         statements: list[_LoadStatement] = []
         added = 0
         for relation, batch in tables.items():
-            if isinstance(batch, ColumnBatch) or _is_arrow_table(batch):
+            if isinstance(batch, list):
+                rows = max(map(len, batch), default=0)
+                if rows:
+                    statements.append(self._columns_insert(relation, batch, disjoint=True, staged=staged))
+            else:  # a column batch or an Arrow table
                 rows = batch.num_rows
                 if rows:
                     view = f"{_LOAD_VIEW}_{len(statements)}"
                     statements.append(self._insert_from(relation, batch, view, disjoint=True, staged=staged))
-            else:
-                rows = max(map(len, batch), default=0)
-                if rows:
-                    statements.append(self._columns_insert(relation, batch, disjoint=True, staged=staged))
             added += rows
         self._load_statements(statements)
         return added
@@ -147,7 +161,7 @@ class Loading(Storage):
         if rel.arity == 0 or table.num_columns != rel.arity:
             raise ValueError(f"'{relation}' has {rel.arity} column(s), the table has {table.num_columns}")
         # A column batch holds no NULL (its columns have no validity buffer).
-        if not isinstance(table, ColumnBatch) and any(column.null_count for column in table.columns):
+        if _is_arrow_table(table) and any(column.null_count for column in table.columns):
             raise ValueError(f"cannot load NULL values into '{relation}'")
         casts = ", ".join(_loaded_value(i, SQL_TYPES[base], table) for i, base in enumerate(rel.base_types))
         select = f"SELECT {'' if disjoint else 'DISTINCT '}{casts} FROM {view}"
@@ -155,7 +169,7 @@ class Loading(Storage):
         target = self.staging_table(relation) if staged else None
         sql = insert_new_tuples(rel, select, "0", "NULL", anti_join=anti_join, table=target)
         names = [f"c{i}" for i in range(rel.arity)]
-        renamed = table.renamed(names) if isinstance(table, ColumnBatch) else table.rename_columns(names)
+        renamed = table.renamed(names) if _is_column_batch(table) else cast(Any, table).rename_columns(names)
         return _LoadStatement(sql, view=(view, renamed))
 
     def _columns_insert(

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
-from ..engine.arrow_export import ColumnBatch, Shift, number_column, symbol_column
 from ..engine.list_params import LIST_BATCH_VALUES
 from .schema import INPUT_RELATIONS, NO_NODE
 
 if TYPE_CHECKING:
+    # Imported where first needed (with ctypes): a small tree's facts go as lists.
+    from ..engine.arrow_export import ColumnBatch
     from .extract import Row, Rows
 
 # A file's facts, by relation, column by column: a number column is the bytes of an int64
@@ -208,6 +209,8 @@ class FactSet:
         """A relation's facts as a column batch: each number column the join of its files'
         int64 chunks, and the node ids moved by their file's base when DuckDB reads them (see
         arrow_export.Shift), so no value is touched here one by one."""
+        from ..engine.arrow_export import ColumnBatch, Shift, number_column, symbol_column
+
         columns = INPUT_RELATIONS[relation]
         cols = self._cols.get(relation) or [[] for _ in columns]
         runs = self._runs.get(relation, [])
