@@ -287,15 +287,16 @@ def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch
 
 
 def test_a_small_run_imports_neither_numpy_nor_pyarrow(tree: Path) -> None:
-    """They serve large batches of facts only: a small tree's facts go to DuckDB as lists,
-    and saved results are read without them (importing them is a sixth of such a run)."""
+    """pyarrow, where installed (the `fast` extra), serves a large tree's zstd only: a small
+    tree's facts are packed with zlib and go to DuckDB as lists, and saved results are read
+    without it (importing it is a sixth of such a run); nothing imports NumPy."""
     import subprocess
     import sys
 
     script = (
         "import sys; from pathlib import Path; from cpq.pipeline.assessment import assess; "
         f"r = assess(Path({str(tree)!r}), use_cache=True); "
-        "print(r.how.split()[-1], 'pyarrow' in sys.modules, 'numpy' in sys.modules)"
+        "print(r.how.split()[-1], *(sys.modules.get(m) is not None for m in ('pyarrow', 'numpy')))"
     )
 
     def run() -> str:
