@@ -13,8 +13,6 @@ import argparse
 import random
 import time
 
-import pyarrow as pa
-
 from cpq.engine import Database, parse_program
 
 PROGRAM = """
@@ -54,7 +52,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=250_000)
     parser.add_argument("--sources", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--arrow", action="store_true", help="load a pyarrow.Table, not tuples")
+    parser.add_argument(
+        "--arrow", action="store_true", help="load a pyarrow.Table (pyarrow is optional), not tuples"
+    )
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -71,6 +71,8 @@ def main() -> None:
 
     started = time.perf_counter()
     if args.arrow:
+        import pyarrow as pa
+
         xs, ys = zip(*edges, strict=True)
         loaded = db.load("edge", pa.table({"x": list(xs), "y": list(ys)}))
     else:

@@ -1,9 +1,8 @@
-"""Rows handed to DuckDB as list parameters rather than as an Arrow table.
+"""Rows handed to DuckDB as list parameters rather than as a column batch.
 
 `SELECT CAST(unnest(?) AS T) AS a, ...` with one Python list per column: DuckDB converts the
-lists itself, so a small run imports neither pyarrow nor NumPy (some 0.1 s, a sixth of a run
-on one small file) and registers no table. Per value it costs more than Arrow (about 0.4 µs
-against a few tens of ns), so large batches still go through Arrow.
+lists itself and no view is registered. Per value it costs more than a column batch (about
+0.4 to 1 µs against a few tens of ns, see engine.arrow_export), so large batches go as those.
 """
 
 from __future__ import annotations
@@ -11,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 # Up to this many values a batch goes as list parameters: below it, building and registering
-# Arrow tables costs more than DuckDB's conversion of the lists.
+# column batches costs more than DuckDB's conversion of the lists.
 LIST_BATCH_VALUES = 20_000
 
-# Python types a column of each base type accepts (Arrow's conversion is as strict: DuckDB's
-# own would round 1.5 to 2 and read True as 1).
+# Python types a column of each base type accepts (checked for column batches too: DuckDB's
+# own conversion would round 1.5 to 2 and read True as 1).
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "symbol": (str,),
     "number": (int,),

@@ -2,8 +2,9 @@
 
 Each file's node ids start at 0; here they are shifted by the file's base (see
 `facts.node_ids`; by default, the number of nodes seen before), so ids are unique
-across the assessed tree. Facts travel as
-columns (lists per column) and the shift is done with NumPy on whole columns.
+across the assessed tree. Facts travel as columns (an int64 array's bytes per number
+column, a list per symbol column); for many facts the shift is left to DuckDB, which
+reads the columns as they are (see engine.arrow_export).
 With a sink, the set hands full batches to it (the database) and frees them,
 so a large tree never sits in Python lists all at once.
 """
@@ -22,17 +23,14 @@ from ..engine.list_params import LIST_BATCH_VALUES
 from .schema import INPUT_RELATIONS, NO_NODE
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
+    # Imported where first needed (with ctypes): a small tree's facts go as lists.
+    from ..engine.arrow_export import ColumnBatch
     from .extract import Row, Rows
-
-# NumPy and pyarrow are imported where they are used: a run that reuses saved results needs
-# neither, and importing them costs some 60 ms, a sixth of such a run.
 
 # A file's facts, by relation, column by column: a number column is the bytes of an int64
 # array (made in the worker, read here without a conversion per value), a symbol column a list.
 Columns = dict[str, list[bytes | list[str]]]
-# What a sink takes for a relation: an Arrow table, or a list of values per column.
+# What a sink takes for a relation: a column batch, or a list of values per column.
 ValueColumns = list[list[int] | list[str]]
 
 FLUSH_VALUES = 8_000_000  # values buffered before a batch goes to the sink
@@ -82,22 +80,30 @@ def max_unpacked(text_length: int) -> int:
 
 @cache
 def _zstd() -> Any:
-    """pyarrow's zstd codec at level 1, or None where pyarrow was built without zstd."""
-    import pyarrow as pa
-
+    """pyarrow's zstd codec at level 1, or None without pyarrow (an optional dependency, the
+    `fast` extra) or where it was built without zstd."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return None
     return pa.Codec("zstd", compression_level=1) if pa.Codec.is_available("zstd") else None
+
+
+def warm_codec() -> None:
+    """Import the compression codec ahead of its first use (see facts.parallel)."""
+    _zstd()
 
 
 def pack_facts(rows: Rows, node_count: int, lines: int, *, use_zstd: bool = True) -> bytes:
     """One file's facts, compact, and in the form the loader wants.  Compressed with zstd at
     level 1 (about 6x, as zlib's fastest level, at 2.5 times its speed, and 1.8 times its speed
     to decompress): the store then writes and reads a sixth of the bytes.  Without `use_zstd`,
-    with zlib's fastest level: for a few small files, importing pyarrow (for its zstd) would
-    cost more than zstd saves."""
+    or without pyarrow (whose zstd this is), with zlib's fastest level: for a few small files,
+    importing pyarrow would cost more than zstd saves."""
     columns = rows_to_columns(rows)
     payload = marshal.dumps((columns, node_count, lines))
     zstd = _zstd() if use_zstd else None
-    if zstd is None:  # or a pyarrow built without zstd
+    if zstd is None:  # or no pyarrow, or one built without zstd
         return _HEADER.pack(b"D", len(payload)) + zlib.compress(payload, 1)
     compressed: bytes = zstd.compress(payload, asbytes=True)
     return _HEADER.pack(b"Z", len(payload)) + compressed
@@ -157,7 +163,7 @@ def _column_length(col: bytes | list[str]) -> int:
 
 
 class FactSet:
-    def __init__(self, sink: Callable[[dict[str, pa.Table | ValueColumns]], int] | None = None) -> None:
+    def __init__(self, sink: Callable[[dict[str, ColumnBatch | ValueColumns]], int] | None = None) -> None:
         """`sink` (e.g. Database.load_disjoint) takes batches of whole relations."""
         # Per column: the byte chunks of a number column (one per file), or a symbol column's values.
         self._cols: dict[str, list[list[bytes | str]]] = {}
@@ -199,33 +205,31 @@ class FactSet:
         """Facts gathered: as kept by the sink once flushed, else as added."""
         return self._total
 
-    def arrow_table(self, relation: str) -> pa.Table:
-        import numpy as np
-        import pyarrow as pa
+    def column_batch(self, relation: str) -> ColumnBatch:
+        """A relation's facts as a column batch: each number column the join of its files'
+        int64 chunks, and the node ids moved by their file's base when DuckDB reads them (see
+        arrow_export.Shift), so no value is touched here one by one."""
+        from ..engine.arrow_export import ColumnBatch, Shift, number_column, symbol_column
 
         columns = INPUT_RELATIONS[relation]
         cols = self._cols.get(relation) or [[] for _ in columns]
         runs = self._runs.get(relation, [])
-        bases = None
-        arrays = []
-        for col_def, values in zip(columns, cols, strict=True):
-            if col_def.type == "symbol":
-                arrays.append(pa.array(values, type=pa.string()))
-                continue
-            arr = np.frombuffer(b"".join(cast("list[bytes]", values)), dtype=np.int64)
-            if col_def.is_node and arr.size:
-                if bases is None:
-                    bases = np.repeat(
-                        np.asarray([b for b, _ in runs], dtype=np.int64),
-                        np.asarray([n for _, n in runs], dtype=np.int64),
-                    )
-                arr = np.where(arr == NO_NODE, NO_NODE, arr + bases)
-            arrays.append(pa.array(arr, type=pa.int64()))
-        return pa.Table.from_arrays(arrays, names=[c.name for c in columns])
+        made = [
+            symbol_column(cast("list[str]", values))
+            if col_def.type == "symbol"
+            else number_column(b"".join(cast("list[bytes]", values)))
+            for col_def, values in zip(columns, cols, strict=True)
+        ]
+        shift = None
+        node_columns = frozenset(i for i, col_def in enumerate(columns) if col_def.is_node)
+        if node_columns and any(base for base, _ in runs):
+            by = b"".join(struct.pack("=q", base) * n for base, n in runs)
+            shift = Shift(number_column(by), node_columns, NO_NODE)
+        return ColumnBatch([c.name for c in columns], made, shift)
 
     def value_columns(self, relation: str) -> ValueColumns:
-        """A relation's facts as one list of values per column (ids shifted), as `arrow_table`
-        without pyarrow: for few facts, where importing it would cost more than it saves."""
+        """A relation's facts as one list of values per column (ids shifted): for few facts,
+        where a column batch would cost more than it saves (see list_params)."""
         columns = INPUT_RELATIONS[relation]
         cols = self._cols.get(relation) or [[] for _ in columns]
         runs = self._runs.get(relation, [])
@@ -255,17 +259,16 @@ class FactSet:
             return
         # Every row carries its file or a node id of its file, and each file comes once:
         # a batch never repeats a row of an earlier one.  Small relations go together (one
-        # call for many saves DuckDB's cost per statement), large ones alone (each Arrow copy
-        # is freed before the next is made).
+        # call for many saves DuckDB's cost per statement), large ones alone (each batch's
+        # joined columns are freed before the next is made).
         if self._buffered <= LIST_BATCH_VALUES:
-            # Few facts: lists (see list_params), for which pyarrow and NumPy need not even be
-            # imported.
+            # Few facts: lists (see list_params).
             self._kept += self._sink({relation: self.value_columns(relation) for relation in self._cols})
         else:
-            group: dict[str, pa.Table | ValueColumns] = {}
+            group: dict[str, ColumnBatch | ValueColumns] = {}
             values = 0
             for relation in list(self._cols):
-                table = group[relation] = self.arrow_table(relation)
+                table = group[relation] = self.column_batch(relation)
                 values += table.num_rows * table.num_columns
                 if values >= SINK_GROUP_VALUES:
                     self._kept += self._sink(group)

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from . import Skipped, SourceText, extract_source, line_count
 from .extract import module_name_for
-from .packing import pack_facts
+from .packing import pack_facts, warm_codec
 from .tree import parse
 
 # Below this much source, starting worker processes costs more than it saves.
@@ -166,11 +166,11 @@ class Extraction:
             self._results: Iterator[tuple[str, bytes | str]] = self._pool.map(
                 _extract_packed, todo, chunksize=2
             )
-            # The workers pack with pyarrow's zstd and the loader makes Arrow tables: imported
-            # here once the workers have started (each imports it when it first packs), so
-            # that its import (seconds when its libraries have left the page cache) overlaps
-            # their parsing.
-            import pyarrow  # noqa: F401
+            # The workers pack with zstd (pyarrow's, where it is installed): imported here once
+            # the workers have started (each imports it when it first packs), so that its
+            # import (seconds when its libraries have left the page cache) overlaps their
+            # parsing.
+            warm_codec()
         else:
             # Parsed here: for a small tree, zlib spares the import of pyarrow (for its zstd).
             use_zstd = todo_bytes >= PARALLEL_MIN_BYTES

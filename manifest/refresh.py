@@ -121,7 +121,13 @@ def metadata_version(root: Path) -> str | None:
 
 def analyse(root: Path, method: str, provenance: dict[str, object]) -> tuple[Manifest, list[str]]:
     """Build the manifest for the package under `root` with the chosen method."""
-    np_side = numpy_side.collect()
+    try:
+        np_side = numpy_side.collect()
+    except ImportError:  # NumPy is optional: only this command needs it
+        raise RefreshError(
+            "refresh reads NumPy's API to compare it with cuPyNumeric's, and NumPy is not installed "
+            "(pip install 'cpq[manifest]')"
+        ) from None
     scan = PackageScan(root, PACKAGE)
     if method == "introspect":
         resolver, version, notes = introspect.resolver(root, PACKAGE)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -302,6 +301,7 @@ def test_comments_docs_and_io_parameters() -> None:
 
 
 def test_load_arrow_dedup_and_append(tmp_path) -> None:
+    pa = pytest.importorskip("pyarrow")  # optional (the `fast` extra): a caller's own tables
     prog = parse_program(GRAPH)
     with Database(prog, path=tmp_path / "db.duckdb") as db:
         table = pa.table({"src": ["a", "a", "b"], "dst": ["b", "b", "c"]})
@@ -317,6 +317,7 @@ def test_load_arrow_dedup_and_append(tmp_path) -> None:
 
 
 def test_load_disjoint_appends_several_relations_in_one_call(tmp_path) -> None:
+    pa = pytest.importorskip("pyarrow")
     text = GRAPH + ".decl label(n: symbol, weight: number)\n"
     with Database(parse_program(text), path=tmp_path / "db.duckdb") as db:
         added = db.load_disjoint(
@@ -549,18 +550,19 @@ def test_aggregates_match_python(rows: list[tuple[str, int]]) -> None:
         [(1, "a", 1.0), (1, "a")],  # ragged
     ],
 )
-def test_small_loads_reject_what_arrow_rejects(rows) -> None:
-    """Few rows go to DuckDB as lists, many through Arrow: the same values are refused."""
+def test_small_loads_reject_what_large_ones_reject(rows) -> None:
+    """Few rows go to DuckDB as lists, many as a column batch: the same values are refused."""
     db = Database(parse_program(".decl n(x: number, s: symbol, f: float)"))
     with pytest.raises(ValueError):
         db.load("n", rows)
     with pytest.raises(ValueError):
-        db.load("n", rows * 20_000)  # through Arrow
+        db.load("n", rows * 20_000)  # as a column batch
     assert db.count("n") == 0
 
 
 def test_small_and_large_loads_store_the_same_tuples() -> None:
-    """Lists (few values) and Arrow (many) load the same values, duplicates dropped both ways."""
+    """Lists (few values) and column batches (many) load the same values, duplicates dropped
+    both ways."""
     text = ".decl n(x: number, u: unsigned, s: symbol, f: float)"
     rows = [(i - 50, i, f"s{i % 7}\u00e9\x00", i / 3) for i in range(100)] + [(2**63 - 1, 2**64 - 1, "", 1)]
     small, large = Database(parse_program(text)), Database(parse_program(text))
@@ -574,6 +576,7 @@ def test_small_and_large_loads_store_the_same_tuples() -> None:
 
 
 def test_load_disjoint_takes_lists_and_tables_all_or_none(tmp_path) -> None:
+    pa = pytest.importorskip("pyarrow")
     text = GRAPH + ".decl label(n: symbol, weight: number)\n"
     with Database(parse_program(text), path=tmp_path / "db.duckdb") as db:
         added = db.load_disjoint(
@@ -600,6 +603,7 @@ def test_load_rejects_bad_values() -> None:
         db.load("n", [(-1, "a")])
     with pytest.raises(ValueError):
         db.load("n", [(1, 2)])
+    pa = pytest.importorskip("pyarrow")
     with pytest.raises(ValueError):
         db.load("n", pa.table({"x": ["nan"], "s": ["a"]}))
     assert db.load("n", pa.table({"x": [1, 1], "s": ["a", "a"]})) == 1

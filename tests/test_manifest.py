@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from cpq.manifest.upstream_md import parse_file, parse_text
 
 UPSTREAM = Path(__file__).resolve().parents[1].parent / "shared/data/api-support.md"
 runner = CliRunner()
+# `manifest refresh` reads NumPy's API: NumPy is optional (the `manifest` extra).
+needs_numpy = pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="NumPy is not installed")
 
 
 def invoke(*args: str):
@@ -450,6 +453,7 @@ def _make_wheel(root: Path, wheel: Path) -> Path:
     return wheel
 
 
+@needs_numpy
 def test_refresh_fake_folder(fake_root: Path, tmp_path: Path) -> None:
     out = tmp_path / "out" / "manifest.json"
     result = invoke("refresh", "--wheel", str(fake_root), "--output", str(out))
@@ -462,6 +466,7 @@ def test_refresh_fake_folder(fake_root: Path, tmp_path: Path) -> None:
     assert "## Discrete Fourier Transform" in md and "🟡 numpy.fft.fft — multi-GPU partial" in md
 
 
+@needs_numpy
 def test_refresh_fake_wheel_file(fake_root: Path, tmp_path: Path) -> None:
     wheel = _make_wheel(fake_root, tmp_path / "nvidia_cupynumeric-0.0.1-py3-none-any.whl")
     out = tmp_path / "wheel.json"
@@ -472,6 +477,7 @@ def test_refresh_fake_wheel_file(fake_root: Path, tmp_path: Path) -> None:
     assert made.provenance["source"].startswith("wheel nvidia_cupynumeric-0.0.1")
 
 
+@needs_numpy
 def test_refresh_downloads_with_pip(fake_root: Path, tmp_path: Path) -> None:
     """No network: a stand-in for `pip download` drops the fake wheel where pip would."""
     calls: list[list[str]] = []
@@ -493,6 +499,7 @@ def test_refresh_downloads_with_pip(fake_root: Path, tmp_path: Path) -> None:
     assert result.manifest.provenance["source"].startswith("PyPI nvidia-cupynumeric==0.0.1")
 
 
+@needs_numpy
 def test_introspection_agrees_with_static_scan(fake_root: Path, tmp_path: Path) -> None:
     try:
         result = refresh(wheel=fake_root, output=tmp_path / "intro.json", method="introspect")
@@ -505,6 +512,17 @@ def test_introspection_agrees_with_static_scan(fake_root: Path, tmp_path: Path) 
         a: e.level for a, e in result.manifest.entries.items()
     }
     assert static.aliases == result.manifest.aliases
+
+
+def test_refresh_without_numpy_says_what_to_install(fake_root: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` then fails
+    result = invoke("refresh", "--wheel", str(fake_root), "--output", str(tmp_path / "m.json"))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: refresh reads NumPy's API to compare it with cuPyNumeric's, and NumPy is not installed "
+        "(pip install 'cpq[manifest]')"
+    ]
+    assert not (tmp_path / "m.json").exists()
 
 
 def test_shipped_json_is_what_refresh_writes(shipped: Manifest) -> None:

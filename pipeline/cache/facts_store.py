@@ -33,7 +33,7 @@ FACTS_FILE = "facts.duckdb"
 LOCK_FILE = "lock"
 SEAL_KIND = "fact store"
 PENDING_BYTES = 32 * 1024 * 1024  # new entries held in memory before they are written
-# Up to this many bytes of entries go to DuckDB as lists (no pyarrow import for a small tree).
+# Up to this many bytes of entries go to DuckDB as lists (a column batch costs more for a few).
 LIST_BATCH_BYTES = 1024 * 1024
 # Below this much write-ahead log, closing the store leaves it to be replayed by the next open
 # (a few ms per MB) instead of checkpointing: a checkpoint rewrites the table's row group with
@@ -117,13 +117,12 @@ class FactStore:
         if self._pending_bytes <= LIST_BATCH_BYTES:
             self._transaction([delete, (f"INSERT INTO {_TABLE} {unnest_select(_COLUMNS)}", columns)])
         else:
-            # Many bytes: DuckDB reads an Arrow binary column without a copy per value, three
-            # times faster than a list of bytes objects.
-            import pyarrow as pa
+            # Many bytes: DuckDB reads a column batch's binary column without a copy per
+            # value, three times faster than a list of bytes objects.
+            from ...engine.arrow_export import ColumnBatch, binary_column, symbol_column
 
             names = [name for name, _ in _COLUMNS]
-            types = [pa.string(), pa.string(), pa.string(), pa.binary()]
-            batch = pa.table([pa.array(c, type=t) for c, t in zip(columns, types, strict=True)], names=names)
+            batch = ColumnBatch(names, [*map(symbol_column, columns[:3]), binary_column(columns[3])])
             self._transaction(
                 [delete, (f"INSERT INTO {_TABLE} SELECT {', '.join(names)} FROM pending_facts", [])],
                 {"pending_facts": batch},
@@ -144,7 +143,7 @@ class FactStore:
     def _transaction(
         self, statements: list[tuple[str, list]], views: dict[str, object] | None = None
     ) -> None:
-        """Run the statements (reading `views`, Arrow tables by name) all or none; a failure
+        """Run the statements (reading `views`, column batches by name) all or none; a failure
         (a full disk, ...) leaves the store alone for the rest of this run: it is a cache, the
         assessment goes on without it."""
         if self.broken:
