@@ -150,7 +150,8 @@ def _segment(raw: str) -> Callable[[str], bool]:
             chunks[-1].append(re.escape(ch))
             i += 1
     if len(chunks) == 1:
-        return re.compile("".join(chunks[0]), re.DOTALL).fullmatch
+        whole = re.compile("".join(chunks[0]), re.DOTALL)
+        return lambda text: whole.fullmatch(text) is not None
     first = re.compile("".join(chunks[0]), re.DOTALL)
     middle = [re.compile("".join(c), re.DOTALL) for c in chunks[1:-1]]
     last = re.compile("".join(chunks[-1]) + r"\Z", re.DOTALL)
