@@ -103,8 +103,8 @@ def verdict_reason(a: Assessment) -> str:
     text = template.format(
         where="",
         pattern=d.pattern,
-        blocks=d.blocks_sites,
-        refactor=d.refactor_sites,
+        blocks=f"{d.blocks_sites:,}",
+        refactor=f"{d.refactor_sites:,}",
         gaps=gaps,
         base=base,
         **thresholds(a),
