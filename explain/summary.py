@@ -234,10 +234,6 @@ def _keep(steps: list[Step], max_steps: int) -> set[int]:
     return {0, *by_depth[: max_steps - 1]}
 
 
-def headline_words(root: ProofNode, program: Program, locator: Locator) -> str | None:
-    return Summarizer(program, locator).words(root.relation or "", root.values, root.location)
-
-
 def _same_place(last: Step, step: Step) -> bool:
     if last.subject is not None and last.subject == step.subject:
         return True

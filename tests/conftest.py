@@ -45,6 +45,23 @@ def tree(tmp_path: Path) -> Path:
     return root
 
 
+# A solver whose `.item()` in its loop is an R104; {comment} takes a suppression comment.
+SYNC_LOOP = """
+import numpy as np
+
+
+def descend(A, b, lr, iters):
+    x = np.zeros(A.shape[1])
+    history = []
+    for it in range(iters):
+        r = A @ x - b
+        np.subtract(x, lr * (A.T @ r), out=x)
+        loss = np.dot(r, r).item(){comment}
+        history.append(loss)
+    return x, history
+"""
+
+
 def write_notebook(path: Path, cells: list[dict]) -> None:
     """A Jupyter notebook (nbformat 4, Python kernel) with these cells."""
     nb = {

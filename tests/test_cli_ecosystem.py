@@ -8,28 +8,13 @@ import textwrap
 from pathlib import Path
 
 import jsonschema
-from conftest import EXAMPLES, write_notebook
+from conftest import EXAMPLES, SYNC_LOOP, write_notebook
 from typer.testing import CliRunner
 
 from cpq.cli.app import app
 
 runner = CliRunner()
 SARIF_SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
-
-LOOP = """
-import numpy as np
-
-
-def descend(A, b, lr, iters):
-    x = np.zeros(A.shape[1])
-    history = []
-    for it in range(iters):
-        r = A @ x - b
-        np.subtract(x, lr * (A.T @ r), out=x)
-        loss = np.dot(r, r).item(){comment}
-        history.append(loss)
-    return x, history
-"""
 
 
 def _json(args: list[str]) -> dict:
@@ -52,11 +37,11 @@ def test_sarif_output_validates_against_the_official_schema(tmp_path: Path) -> N
 
 def test_inline_suppression_is_excluded_from_the_verdict(tmp_path: Path) -> None:
     plain = tmp_path / "plain.py"
-    plain.write_text(LOOP.format(comment=""))
+    plain.write_text(SYNC_LOOP.format(comment=""))
     before = _json(["assess", str(plain), "--elements", "50M"])
     assert before["verdict"] == "LIGHT REFACTOR"
     quiet = tmp_path / "quiet.py"
-    quiet.write_text(LOOP.format(comment="  # cpq: ignore[R104] -- logged once per epoch"))
+    quiet.write_text(SYNC_LOOP.format(comment="  # cpq: ignore[R104] -- logged once per epoch"))
     after = _json(["assess", str(quiet), "--elements", "50M"])
     assert after["verdict"] == "READY"
     r104 = [f for f in after["findings"] if f["code"] == "R104"]

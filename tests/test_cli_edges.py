@@ -15,7 +15,6 @@ import re
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 from importlib import resources
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import EXAMPLES, write_notebook
+from conftest import EXAMPLES, SYNC_LOOP, write_notebook
 from typer.testing import CliRunner, Result
 
 import cpq
@@ -610,24 +609,8 @@ def test_notebook_with_a_broken_cell_is_listed_as_partial(tmp_path: Path) -> Non
 
 
 def test_suppressed_findings_never_count(tmp_path: Path) -> None:
-    loop = textwrap.dedent(
-        """
-        import numpy as np
-
-
-        def descend(A, b, lr, iters):
-            x = np.zeros(A.shape[1])
-            history = []
-            for it in range(iters):
-                r = A @ x - b
-                np.subtract(x, lr * (A.T @ r), out=x)
-                loss = np.dot(r, r).item(){comment}
-                history.append(loss)
-            return x, history
-        """
-    )
-    (tmp_path / "plain.py").write_text(loop.format(comment=""))
-    (tmp_path / "quiet.py").write_text(loop.format(comment="  # cpq: ignore[R104]"))
+    (tmp_path / "plain.py").write_text(SYNC_LOOP.format(comment=""))
+    (tmp_path / "quiet.py").write_text(SYNC_LOOP.format(comment="  # cpq: ignore[R104]"))
     plain = report(
         invoke("assess", tmp_path / "plain.py", "--elements", "50M", "--format", "json", "--no-cache")
     )
@@ -639,24 +622,11 @@ def test_suppressed_findings_never_count(tmp_path: Path) -> None:
     assert suppressed and not any(f["counts_for_verdict"] for f in suppressed)
 
 
-PEP_696 = """\
-import numpy as np
-
-
-def identity[T = float](x: T) -> T:
-    return x
-
-
-type Pair[T = int] = tuple[T, T]
-
-
-def push(n, dt):
-    pos = np.zeros(n)
-    vel = np.ones(n)
-    for p in range(n):
-        pos[p] = pos[p] + vel[p] * dt
-    return pos
-"""
+PEP_696 = HOT_LOOP.replace(
+    "\n\n\ndef push",
+    "\n\n\ndef identity[T = float](x: T) -> T:\n    return x\n\n\n"
+    "type Pair[T = int] = tuple[T, T]\n\n\ndef push",
+)
 
 
 def test_python_3_13_type_parameter_defaults_keep_the_rest_of_the_file(tmp_path: Path) -> None:
