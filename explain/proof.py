@@ -128,6 +128,7 @@ class Prover:
     ) -> None:
         """`prove_members=False`: an aggregate's members are shown, not proved (what a
         summary needs: each is one line, with its own `cpq why`)."""
+        self.db = db
         self.con = db.con
         self.program = program or db.program
         self.locator = Locator(self.con, self.program, source_line, sources)
@@ -399,7 +400,7 @@ class Prover:
             return []
         from .whynot import WhyNotAnalyzer  # whynot imports this module
 
-        analyzer = WhyNotAnalyzer.sharing(self.con, self.program, self.locator, max_depth=0)
+        analyzer = WhyNotAnalyzer(self.db, self.program, locator=self.locator, max_depth=0)
         out = []
         for rule in earlier:
             failure = analyzer.rule_failure(rule, {})

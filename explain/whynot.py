@@ -86,23 +86,15 @@ class WhyNotAnalyzer:
         *,
         source_line: Callable[[str, int], str] | None = None,
         max_depth: int = 3,
+        locator: Locator | None = None,
     ) -> None:
+        """`locator`: one a Prover already holds (its locations are looked up once)."""
         self.con = db.con
         self.program = program or db.program
-        self.locator = Locator(self.con, self.program, source_line)
+        self.locator = locator or Locator(self.con, self.program, source_line)
         self.max_depth = max_depth
         self.queries = 0  # SQL statements run, for the benchmark
         self._line_nodes: set[Value] = set()  # the nodes on the line a finding was expected at
-
-    @classmethod
-    def sharing(cls, con, program: Program, locator: Locator, *, max_depth: int = 3) -> WhyNotAnalyzer:  # type: ignore[no-untyped-def]
-        """An analyzer over the connection and locations a Prover already holds."""
-        analyzer = cls.__new__(cls)
-        analyzer.con, analyzer.program, analyzer.locator = con, program, locator
-        analyzer.max_depth = max_depth
-        analyzer.queries = 0
-        analyzer._line_nodes = set()
-        return analyzer
 
     # -- one rule --------------------------------------------------------------------------
 
