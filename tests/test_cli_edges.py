@@ -32,6 +32,8 @@ from cpq.config.context import KNOWN_PATTERNS
 from cpq.pipeline.run import discover
 
 PACKAGE = Path(cpq.__file__).resolve().parent
+# The README is not installed with the package; the tests run from a checkout.
+REPOSITORY = Path(__file__).resolve().parent.parent
 HOT_LOOP = """\
 import numpy as np
 
@@ -404,7 +406,7 @@ def test_nothing_to_assess_wins_over_fail_on(tmp_path: Path) -> None:
 def test_the_exit_status_of_nothing_to_assess_is_documented() -> None:
     help_text = invoke("assess", "--help", "--no-color").stdout
     assert f"{NOTHING_TO_ASSESS} nothing to assess" in " ".join(help_text.split())
-    readme = (PACKAGE / "README.md").read_text()
+    readme = (REPOSITORY / "README.md").read_text(encoding="utf-8")
     assert f"| {NOTHING_TO_ASSESS} | nothing to assess" in readme
 
 
