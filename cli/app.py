@@ -23,17 +23,20 @@ from .global_options import accept_global_options, start_run
 from .options import (
     CacheDirOpt,
     CpuOnlyOpt,
+    DoctorOpt,
     ElementsOpt,
     GpuOpt,
     GpusOpt,
     NoCacheOpt,
     NodesOpt,
     PatternOpt,
+    ProfileOpt,
     RulesOpt,
     build_context,
     check_input_path,
     check_jobs,
     load_config,
+    read_evidence,
     state,
 )
 from .outputs import plan_outputs, render_listing, write_output
@@ -171,6 +174,8 @@ def assess(
     gpu: GpuOpt = None,
     cpu_only: CpuOnlyOpt = None,
     pattern: PatternOpt = None,
+    profile: ProfileOpt = None,
+    doctor: DoctorOpt = None,
     format: Annotated[
         OutputFormat | None,
         typer.Option(
@@ -266,7 +271,7 @@ def assess(
         check_writable(write_baseline, "--write-baseline")
     check_jobs(jobs)
     config = load_config(path)
-    context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern)
+    context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor)
     if fix or diff or unsafe_fixes:
         from .fix_cmd import run_fix
 
@@ -503,8 +508,11 @@ def facts(
         Path | None,
         typer.Option("--out", help="Write one NAME.facts TSV per input relation (Soufflé -F)."),
     ] = None,
+    profile: ProfileOpt = None,
+    doctor: DoctorOpt = None,
 ) -> None:
-    """The extracted facts: a table, or Soufflé's TSV input files in a folder."""
+    """The extracted facts: a table, or Soufflé's TSV input files in a folder (with --out, the
+    runtime evidence of --profile and --doctor too, as the rules read it)."""
     from ..facts.schema import INPUT_RELATIONS
     from ..pipeline.run import collect_facts
     from .writable import check_writable_folder
@@ -514,6 +522,7 @@ def facts(
         raise fail(f"unknown relation {relation!r}; known: {', '.join(sorted(INPUT_RELATIONS))}")
     if out is not None:
         check_writable_folder(out, "--out")
+    evidence = read_evidence(profile, doctor)
     fact_set = collect_facts(path)
     if out is not None:
         from ..config.context import Context
@@ -524,6 +533,7 @@ def facts(
             "context_number": Context().facts(),
             "context_symbol": [],
             "suppressed": [],
+            **evidence.facts(),
             **manifest_facts(),
         }
         try:

@@ -25,12 +25,14 @@ import typer
 from .options import (
     CacheDirOpt,
     CpuOnlyOpt,
+    DoctorOpt,
     ElementsOpt,
     GpuOpt,
     GpusOpt,
     NoCacheOpt,
     NodesOpt,
     PatternOpt,
+    ProfileOpt,
     RulesOpt,
     build_context,
     load_config,
@@ -40,7 +42,7 @@ from .options import (
 
 if TYPE_CHECKING:
     from ..config.context import Context
-    from ..engine import DatalogError, Program
+    from ..engine import Database, DatalogError, Program
     from ..explain.targets import Target
     from ..pipeline.assessment import Assessment
 
@@ -162,6 +164,8 @@ def why(
     gpu: GpuOpt = None,
     cpu_only: CpuOnlyOpt = None,
     pattern: PatternOpt = None,
+    profile: ProfileOpt = None,
+    doctor: DoctorOpt = None,
     format: Annotated[WhyFormat, typer.Option("--format", "-f", help="Proof format.")] = WhyFormat.text,
     depth: Annotated[
         int | None, typer.Option("--depth", min=0, help="Cut proofs this many levels below the root.")
@@ -191,7 +195,7 @@ def why(
             target = parse_file_line(operands[1])
         except TargetError as exc:
             usage_error(str(exc))
-    context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
+    context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor)
     result = _assessment(path, context, rules, cache_dir, no_cache)
     from ..rules.program import load_program
 
@@ -263,6 +267,9 @@ def _why(
         sources=AssessedSources.of(result),
     )
     roots = [prover.prove(relation, values) for values in tuples]
+    if relation == "finding":
+        # What a profile or the Doctor says of the finding, with the runtime facts behind it.
+        roots += [prover.prove(r, v) for r, v in _runtime_judgements(db, tuple(tuples[0][:3]))]
     # A suppressed finding is derived like any other: its proof is shown, after saying so.
     note = _suppression_note(result, *tuples[0][:3]) if relation == "finding" else ""
     if format is WhyFormat.json:
@@ -286,6 +293,25 @@ def _why(
     return text
 
 
+# The runtime judgements of a finding `cpq why` proves after the finding itself, and their
+# headlines (rules/runtime.dl).
+RUNTIME_HEADLINES = {
+    "finding_never_ran": "{0} at {1}:{2} never ran in the profiled run: it does not count for the verdict",
+    "finding_measured_hot": "{0} at {1}:{2} is in code the profile measured hot",
+    "doctor_confirms": "{0} at {1}:{2} was confirmed at runtime by the Doctor's {3} check",
+}
+
+
+def _runtime_judgements(db: Database, key: tuple) -> list[tuple[str, tuple]]:
+    """The runtime judgements that hold of the finding `key` (code, file, line)."""
+    out: list[tuple[str, tuple]] = []
+    for relation in RUNTIME_HEADLINES:
+        if relation not in db.program.relations:
+            continue
+        out += [(relation, row) for row in db.rows(relation) if tuple(row[:3]) == key]
+    return out
+
+
 def _headline(result: Assessment, kind: str, roots: list) -> list[str]:  # type: ignore[type-arg]
     """The first line of each proof's summary: the finding, the verdict or the gate in words."""
     from ..explain.targets import code_titles
@@ -295,7 +321,9 @@ def _headline(result: Assessment, kind: str, roots: list) -> list[str]:  # type:
     out = []
     for root in roots:
         values = root.values
-        if kind == "finding":
+        if root.relation in RUNTIME_HEADLINES:
+            out.append(RUNTIME_HEADLINES[root.relation].format(*values))
+        elif kind == "finding":
             code, file, line, function = values
             title, code_kind = code_titles(result.db).get(code, ("", ""))
             where = "" if function == "<module>" else f" in {function}"
@@ -445,6 +473,8 @@ def query(
     gpu: GpuOpt = None,
     cpu_only: CpuOnlyOpt = None,
     pattern: PatternOpt = None,
+    profile: ProfileOpt = None,
+    doctor: DoctorOpt = None,
     rules: RulesOpt = None,
     no_cache: NoCacheOpt = False,
     cache_dir: CacheDirOpt = None,
@@ -477,7 +507,7 @@ def query(
     for warning in warnings:
         typer.echo(f"cpq: warning: {warning}", err=True)
     sql = _sorted_sql(compiled.sql, compiled.columns, sort) if sort else compiled.sql
-    context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern)
+    context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor)
     result = _assessment(path, context, rules, cache_dir, no_cache)
     db = result.db
     assert db is not None

@@ -8,14 +8,16 @@ then the defaults of decision.md.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 
 if TYPE_CHECKING:
     from ..config.context import Context
     from ..config.project import Config
+    from ..runtime.evidence import RuntimeEvidence
 
 ElementsOpt = Annotated[
     str | None,
@@ -31,6 +33,25 @@ CpuOnlyOpt = Annotated[
     typer.Option("--cpu-only/--no-cpu-only", help="A CPU-only Legate run.", show_default=False),
 ]
 PatternOpt = Annotated[str | None, typer.Option("--pattern", help="Override the inferred compute pattern.")]
+ProfileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--profile",
+        metavar="FILE",
+        help="A profile of a representative run: cProfile/pstats output (python -m cProfile -o "
+        "FILE) or py-spy's speedscope JSON (--format speedscope). Findings in code it never "
+        "ran do not count; Gate 5 is judged on the measured time.",
+    ),
+]
+DoctorOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--doctor",
+        metavar="FILE",
+        help="The cuPyNumeric Doctor's JSON report (CUPYNUMERIC_DOCTOR=1 "
+        "CUPYNUMERIC_DOCTOR_FORMAT=json): it confirms findings and adds what only a run shows.",
+    ),
+]
 RulesOpt = Annotated[
     Path | None,
     typer.Option("--rules", help="Use this rules file (it may #include more) instead of the shipped rules."),
@@ -40,6 +61,9 @@ NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor w
 CacheDirOpt = Annotated[
     Path | None, typer.Option("--cache-dir", help="Keep the fact store here instead of PATH/.cpq.")
 ]
+
+
+Read = TypeVar("Read")
 
 
 class _State:
@@ -118,8 +142,11 @@ def build_context(
     gpu: str | None,
     cpu_only: bool | None,
     pattern: str | None,
+    profile: Path | None = None,
+    doctor: Path | None = None,
 ) -> Context:
-    """The context: command-line values win over the configuration's."""
+    """The context: command-line values win over the configuration's; with the runtime evidence
+    of `profile` and `doctor` (a file that cannot be read is a usage error, in one line)."""
     from ..config.context import Context, ContextError
 
     options = config.context_options(
@@ -130,7 +157,31 @@ def build_context(
     except ContextError as exc:
         usage_error(str(exc))
     _mark_configured(context, config, elements, gpus, nodes, gpu)
+    if profile is not None or doctor is not None:
+        context.runtime = read_evidence(profile, doctor)
     return context
+
+
+def read_evidence(profile: Path | None, doctor: Path | None) -> RuntimeEvidence:
+    """The profile and the Doctor report given; exit 2 with one line for one that cannot be read."""
+    from ..runtime import read_doctor, read_profile
+    from ..runtime.evidence import RuntimeEvidence
+
+    return RuntimeEvidence(
+        profile=_evidence_file("--profile", profile, read_profile) if profile is not None else None,
+        profile_path=str(profile or ""),
+        doctor=_evidence_file("--doctor", doctor, read_doctor) if doctor is not None else None,
+        doctor_path=str(doctor or ""),
+    )
+
+
+def _evidence_file(option: str, path: Path, reader: Callable[[Path], Read]) -> Read:
+    from ..runtime import EvidenceError
+
+    try:
+        return reader(path)
+    except EvidenceError as exc:
+        usage_error(f"{option}: {exc}")
 
 
 def _mark_configured(context: Context, config: Config, elements, gpus, nodes, gpu) -> None:  # type: ignore[no-untyped-def]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..runtime.evidence import RuntimeEvidence
+
 DEFAULT_ELEMENTS = (30_000_000, 50_000_000)
 DEFAULT_GPUS = (1, 4)
 DEFAULT_NODES = 1
@@ -157,6 +159,8 @@ class Context:
     gpu: ContextValue = field(default_factory=lambda: ContextValue(None, None, "default"))
     cpu_only: bool = False
     pattern: str | None = None
+    # What a profile and a Doctor report measured (--profile, --doctor); nothing by default.
+    runtime: RuntimeEvidence = field(default_factory=RuntimeEvidence)
 
     @classmethod
     def from_options(

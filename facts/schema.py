@@ -145,8 +145,8 @@ _EXTRACTED: dict[str, tuple[str, str]] = {
     ),
 }
 
-# Inputs cpq loads besides the extracted facts: the context, suppressions, the configuration
-# and the API manifest.
+# Inputs cpq loads besides the extracted facts: the context, suppressions, the configuration,
+# the runtime evidence (a profile, a Doctor report) and the API manifest.
 _LOADED: dict[str, tuple[str, str]] = {
     "context_number": (
         "key:symbol, value:number",
@@ -164,6 +164,30 @@ _LOADED: dict[str, tuple[str, str]] = {
     "disabled": (
         "code:symbol, file:symbol",
         "A code turned off for a file by configuration ([tool.cpq] select / ignore / per-file-ignores).",
+    ),
+    "profile_run": (
+        "kind:symbol, unit:symbol, total:number",
+        "A profile of a run (--profile): cprofile (deterministic, by function) or speedscope\n"
+        "(sampled, by line), the unit of its times (us, or samples) and the whole run's time.",
+    ),
+    "profile_function": (
+        "path:symbol, line:number, name:symbol, calls:number, own:number, cum:number",
+        "A function in the profile: its file as the profile names it, its first line (the first\n"
+        "decorator's for a decorated function), name, calls, own and cumulative time (\"~\", 0 for\n"
+        "built-ins).",
+    ),
+    "profile_line": (
+        "path:symbol, line:number, own:number, cum:number",
+        "A line in a sampled profile: the time spent on it (own) and under it (cum).",
+    ),
+    "doctor_run": (
+        "diagnostics:number",
+        "A cuPyNumeric Doctor report was given (--doctor), with this many diagnostics.",
+    ),
+    "doctor_diagnostic": (
+        "path:symbol, line:number, check:symbol, description:symbol",
+        "A diagnostic of the cuPyNumeric Doctor: where (the user frame), which check (from its\n"
+        "description: array-gather, nonzero, iter, ...; unknown for a newer one) and its words.",
     ),
     "api_support": (
         "api:symbol, level:symbol, glyph:symbol, note:symbol",
@@ -217,7 +241,7 @@ def schema_dl() -> str:
     out += [
         "",
         "// The inputs cpq loads besides the extracted facts: the context, suppressions, the",
-        "// configuration and the API manifest.",
+        "// configuration, the runtime evidence and the API manifest.",
         "",
     ]
     for name in _LOADED:

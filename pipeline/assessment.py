@@ -7,6 +7,7 @@ Nothing here judges code: findings, hot paths, gates and verdict come out of `ru
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,14 @@ class Finding:
     source_line: str = ""
     suppressed: bool = False
     where: str = ""  # file:line, or nb.ipynb:cell 3:line 4 inside a notebook
+    # What a profile says of its place (rules/runtime.dl): "measured-hot", "ran", "never-ran",
+    # or "" (no profile, or nothing measured there), with its share of the run in per mille.
+    runtime: str = ""
+    share: int | None = None
+    # What the Doctor says of it: "confirmed" (a check saw it at runtime), "added" (only the
+    # Doctor saw it), or ""; with the checks that did.
+    doctor: str = ""
+    doctor_checks: tuple[str, ...] = ()
 
     @property
     def location(self) -> str:
@@ -95,6 +104,23 @@ class Decision:
     readiness: list[tuple[str, str]] = field(default_factory=list)
     blocks_sites: int = 0
     refactor_sites: int = 0
+    runtime: RuntimeFindings = field(default_factory=lambda: RuntimeFindings())
+
+
+@dataclass
+class RuntimeFindings:
+    """What the runtime evidence established (rules/runtime.dl), for the reports."""
+
+    # (host, array calls, the assessed code's own) shares of the profiled run, per mille.
+    measured_split: tuple[int, int, int] | None = None
+    stale_files: list[str] = field(default_factory=list)  # edited since the profiled run
+    never_ran: int = 0  # findings in code the profile says never ran
+    measured_hot: int = 0  # findings in code the profile measured hot
+    confirmed: int = 0  # findings a Doctor check saw at runtime
+    # Doctor diagnostics at assessed lines no finding stands for (check, file, line, description).
+    doctor_only: list[tuple[str, str, int, str]] = field(default_factory=list)
+    # Doctor diagnostics outside the assessed files (path, line, check).
+    doctor_elsewhere: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -276,8 +302,13 @@ def read_findings(db: Database, result: Assessment) -> list[Finding]:
     counts = set(db.rows("finding_counts"))
     suppressed = set(db.rows("suppressed"))
     findings = []
+    runtime = _finding_runtime(db)
+    doctor = _finding_doctor(db)
     for code, file, line, func in db.rows("finding"):
         kind, title, recipe = info[code]
+        key = (code, file, line)
+        status, share = runtime.get(key, ("", None))
+        doctor_status, checks = doctor.get(key, ("", ()))
         findings.append(
             Finding(
                 code=code,
@@ -290,14 +321,53 @@ def read_findings(db: Database, result: Assessment) -> list[Finding]:
                 hot=(code, file, line) in hot,
                 # A suppressed finding never counts, whatever its place (rules/verdict.dl
                 # leaves it out of the verdict likewise).
-                counts=(code, file, line) in counts and (code, file, line) not in suppressed,
+                # Nor one in code a profile says never ran.
+                counts=key in counts and key not in suppressed and status != "never-ran",
                 source_line=result.source_line(file, line),
-                suppressed=(code, file, line) in suppressed,
+                suppressed=key in suppressed,
                 where=result.where(file, line),
+                runtime=status,
+                share=share,
+                doctor=doctor_status,
+                doctor_checks=checks,
             )
         )
-    findings.sort(key=lambda f: (f.file, f.line, f.code))
+    # Measured hot first, code that never ran last; by place within each (all alike without a profile).
+    rank = {"measured-hot": 0, "never-ran": 2}
+    findings.sort(key=lambda f: (rank.get(f.runtime, 1), f.file, f.line, f.code))
     return findings
+
+
+def _finding_runtime(db: Database) -> dict[tuple[str, str, int], tuple[str, int | None]]:
+    """What the profile says of each finding's place (empty without a profile, or for a --rules
+    program without rules/runtime.dl)."""
+    if "finding_measured" not in db.program.relations:
+        return {}
+    out: dict[tuple[str, str, int], tuple[str, int | None]] = {}
+    hot = set(db.rows("finding_measured_hot"))
+    for code, file, line, share in db.rows("finding_measured"):
+        key = (code, file, line)
+        out[key] = ("measured-hot" if key in hot else "ran", share)
+    for key in db.rows("finding_ran"):
+        out.setdefault(key, ("ran", None))
+    for key in db.rows("finding_never_ran"):
+        out[key] = ("never-ran", None)
+    return out
+
+
+def _finding_doctor(db: Database) -> dict[tuple[str, str, int], tuple[str, tuple[str, ...]]]:
+    """Which Doctor checks confirm each finding, or added it."""
+    if "doctor_confirms" not in db.program.relations:
+        return {}
+    checks: dict[tuple[str, str, int], set[str]] = defaultdict(set)
+    for code, file, line, check in db.rows("doctor_confirms"):
+        checks[(code, file, line)].add(check)
+    out = {key: ("confirmed", tuple(sorted(found))) for key, found in checks.items()}
+    codes = dict(db.rows("doctor_check_code"))
+    for check, file, line in db.rows("doctor_adds"):
+        if check in codes:
+            out.setdefault((codes[check], file, line), ("added", (check,)))
+    return out
 
 
 def _one(rows: list[tuple], default: tuple) -> tuple:
@@ -342,7 +412,32 @@ def read_decision(db: Database) -> Decision:
     d.readiness = sorted(db.rows("readiness"))
     d.blocks_sites = _one(db.rows("blocks_sites"), (0,))[0]
     d.refactor_sites = _one(db.rows("refactor_sites"), (0,))[0]
+    if "measured_split" in db.program.relations:
+        d.runtime = read_runtime(db)
     return d
+
+
+def read_runtime(db: Database) -> RuntimeFindings:
+    r = RuntimeFindings()
+    split = db.rows("measured_split")
+    r.measured_split = split[0] if split else None
+    r.stale_files = sorted(file for (file,) in db.rows("stale_profile_file"))
+    r.never_ran = len(db.rows("finding_never_ran"))
+    r.measured_hot = len(db.rows("finding_measured_hot"))
+    r.confirmed = len({(c, f, line) for c, f, line, _ in db.rows("doctor_confirms")})
+    codes = dict(db.rows("doctor_check_code"))
+    words = {(p, line, k): text for p, line, k, text in db.rows("doctor_diagnostic")}
+    assessed = {}
+    for path, file in db.rows("runtime_file"):
+        assessed[path] = file
+    added = set(db.rows("doctor_adds"))
+    for path, line, check in sorted({(p, line, k) for p, line, k, _ in db.rows("doctor_diagnostic")}):
+        file = assessed.get(path)
+        if file is None:
+            r.doctor_elsewhere.append((path, line, check))
+        elif check not in codes and (check, file, line) in added:
+            r.doctor_only.append((check, file, line, words[(path, line, check)]))
+    return r
 
 
 def assess_cached(

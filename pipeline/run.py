@@ -231,6 +231,10 @@ def load_program_facts(db: Database, context: Context) -> None:
     db.load(CONTEXT_RELATION, context.facts())
     if context.pattern:
         db.load("context_symbol", [("pattern", context.pattern)])
+    # A --rules program without the runtime relations cannot use the evidence (the CLI says so).
+    for relation, rows in context.runtime.facts().items():
+        if rows and relation in db.program.relations:
+            db.load(relation, rows)
     for relation, rows in manifest_facts().items():
         db.load(relation, rows)
 

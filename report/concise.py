@@ -25,7 +25,7 @@ import textwrap
 from ..pipeline.assessment import Assessment, Finding
 from .listing import KIND_ORDER, LISTED_KINDS, FindingKeys, kind_counts, listed, reported
 from .places import Places
-from .wording import verdict_reason
+from .wording import runtime_mark, verdict_reason
 
 WIDTH = 100
 
@@ -35,8 +35,9 @@ def render_concise(a: Assessment, new_keys: FindingKeys | None = None, limit: in
     findings = listed(a, new_keys)
     shown = findings
     if limit is not None and len(findings) > limit:
-        shown = sorted(sorted(findings, key=_weight)[:limit], key=lambda f: (f.file, f.line, f.code))
-    out = [f"{places.place(f).terminal}: {f.code} {f.title}" for f in shown]
+        order = {id(f): i for i, f in enumerate(findings)}
+        shown = sorted(sorted(findings, key=_weight)[:limit], key=lambda f: order[id(f)])
+    out = [f"{places.place(f).terminal}: {f.code} {f.title}" + _mark(f) for f in shown]
     if len(shown) < len(findings):
         shown_ids = {id(f) for f in shown}
         rest = [f for f in findings if id(f) not in shown_ids]
@@ -49,8 +50,13 @@ def render_concise(a: Assessment, new_keys: FindingKeys | None = None, limit: in
     return "\n".join(out) + "\n"
 
 
-def _weight(f: Finding) -> tuple[bool, int, str, int, str]:
-    return (not f.counts, KIND_ORDER.index(f.kind), f.file, f.line, f.code)
+def _weight(f: Finding) -> tuple[bool, bool, int, str, int, str]:
+    return (not f.counts, f.runtime != "measured-hot", KIND_ORDER.index(f.kind), f.file, f.line, f.code)
+
+
+def _mark(f: Finding) -> str:
+    mark = runtime_mark(f)
+    return f" [{mark}]" if mark else ""
 
 
 def summary(a: Assessment, new_keys: FindingKeys | None = None) -> str:

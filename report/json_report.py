@@ -6,7 +6,7 @@ from typing import Any
 
 from .. import __version__
 from ..config.context import ContextValue
-from ..pipeline.assessment import Assessment, nothing_to_assess
+from ..pipeline.assessment import Assessment, Finding, nothing_to_assess
 from .wording import fill_gate_reasons, verdict_reason
 
 SCHEMA = "cpq.report/1"
@@ -64,6 +64,7 @@ def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None
                 "recipe": f.recipe or None,
                 "suppressed": f.suppressed,
                 **({"location": f.location} if f.location != f"{f.file}:{f.line}" else {}),
+                **({"runtime": _finding_runtime(f)} if f.runtime or f.doctor else {}),
                 **(
                     {"baseline": "new" if (f.code, f.file, f.line) in new_keys else "unchanged"}
                     if new_keys is not None and not f.suppressed
@@ -112,8 +113,57 @@ def report_dict(a: Assessment, new_keys: set[tuple[str, str, int]] | None = None
             "date": prov.get("date", ""),
             "stale": manifest.stale,
         },
+        "runtime_evidence": _runtime_evidence(a),
         "stats": {"facts": a.fact_count, "seconds": round(a.seconds, 3)},
     }
+
+
+def _finding_runtime(f: Finding) -> dict[str, object]:
+    """What a profile and the Doctor say of a finding: status measured-hot / ran / never-ran
+    (null: not measured), the share of the run (0–1), the Doctor's confirmed / added and checks."""
+    return {
+        "profile": f.runtime or None,
+        "share": round(f.share / 1000, 3) if f.share is not None else None,
+        "doctor": f.doctor or None,
+        "doctor_checks": list(f.doctor_checks),
+    }
+
+
+def _runtime_evidence(a: Assessment) -> dict[str, object]:
+    """What was measured (null parts: not given)."""
+    ev = a.context.runtime
+    r = a.decision.runtime
+    profile: dict[str, object] | None = None
+    if ev.profile is not None:
+        split = r.measured_split
+        profile = {
+            "path": ev.profile_path,
+            "kind": ev.profile.kind,
+            "unit": ev.profile.unit,
+            "total": ev.profile.total,
+            "shares": (
+                {"host": split[0] / 1000, "array_calls": split[1] / 1000, "assessed_code": split[2] / 1000}
+                if split is not None
+                else None
+            ),
+            "never_ran": r.never_ran,
+            "measured_hot": r.measured_hot,
+            "stale_files": r.stale_files,
+        }
+    doctor: dict[str, object] | None = None
+    if ev.doctor is not None:
+        doctor = {
+            "path": ev.doctor_path,
+            "diagnostics": len(ev.doctor),
+            "confirmed": r.confirmed,
+            "added": sum(1 for f in a.findings if f.doctor == "added"),
+            "without_code": [
+                {"check": check, "file": file, "line": line, "description": words}
+                for check, file, line, words in r.doctor_only
+            ],
+            "not_assessed": [{"path": p, "line": line, "check": k} for p, line, k in r.doctor_elsewhere],
+        }
+    return {"profile": profile, "doctor": doctor}
 
 
 def dump_json(value: object, indent: int = 2, depth: int = 2) -> str:

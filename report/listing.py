@@ -31,7 +31,8 @@ def reported(a: Assessment, new_keys: FindingKeys | None) -> list[Finding]:
 
 
 def listed(a: Assessment, new_keys: FindingKeys | None) -> list[Finding]:
-    """The findings a line format lists, in file, line and code order."""
+    """The findings a line format lists, in file, line and code order (with a profile, those in
+    measured-hot code first and those in code that never ran last: pipeline.assessment)."""
     return [f for f in reported(a, new_keys) if f.kind in LISTED_KINDS]
 
 

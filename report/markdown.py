@@ -8,7 +8,7 @@ from .. import __version__
 from ..pipeline.assessment import Assessment, Finding
 from ..rules.registry import recipe_text, registry, step_order
 from .sketches import sketch
-from .wording import BETTER_TOOLS, fill_gate_reasons, thresholds, verdict_reason
+from .wording import BETTER_TOOLS, evidence_lines, fill_gate_reasons, runtime_mark, thresholds, verdict_reason
 
 NONE = "None for this code."
 NA = "n/a — see verdict."
@@ -119,6 +119,7 @@ def _header(a: Assessment) -> list[str]:
         ["compute pattern", d.pattern, "given" if ctx.pattern else "inferred"],
     ]
     out += ["", *_table(["context", "value", "source"], rows)]
+    out += ["", *evidence_lines(a)]
     assumed = [r[0] for r in rows if r[2].startswith(("default", "inferred"))]
     if assumed:
         out += [
@@ -144,7 +145,7 @@ def _blocks(findings: list[Finding]) -> list[str]:
             f.location,
             f.code,
             f.function,
-            f"{f.title}: " + _code(f.source_line, 70) + ("" if f.counts else " (boundary)"),
+            f"{f.title}: " + _code(f.source_line, 70) + _marks(f),
             f.recipe,
         ]
         for f in findings
@@ -152,6 +153,14 @@ def _blocks(findings: list[Finding]) -> list[str]:
     out = _table(["location", "code", "function", "what was seen", "recipe"], rows)
     out += _sketches(findings)
     return out
+
+
+def _marks(f: Finding) -> str:
+    """Whether the finding counts, and what the runtime evidence says of it."""
+    marks = [runtime_mark(f)] if runtime_mark(f) else []
+    if not f.counts and f.runtime != "never-ran":
+        marks.insert(0, "boundary")
+    return f" ({'; '.join(marks)})" if marks else ""
 
 
 def _sketches(findings: list[Finding]) -> list[str]:
@@ -191,7 +200,7 @@ def _refactor(findings: list[Finding]) -> list[str]:
         out += [f"### {recipe} ({codes})" + (f" — {text}" if text != recipe else ""), ""]
         out += _table(
             ["location", "code", "function", "line"],
-            [[f.location, f.code, f.function, _code(f.source_line)] for f in items],
+            [[f.location, f.code, f.function, _code(f.source_line) + _marks(f)] for f in items],
         )
         first = items[0]
         if first.source_line and first.code in registry():
@@ -207,6 +216,11 @@ def _info(findings: list[Finding], a: Assessment) -> list[str]:
             ["location", "code", "note", "line"],
             [[f.location, f.code, f.title, _code(f.source_line)] for f in findings],
         )
+    doctor_only = a.decision.runtime.doctor_only
+    if doctor_only:
+        out += ["", "Seen at runtime by the cuPyNumeric Doctor, with no R-code for it:", ""]
+        for check, file, line, words in doctor_only:
+            out.append(f"- {a.where(file, line)} ({check}): {words}: {_code(a.source_line(file, line))}")
     if a.audit_notes:
         out += ["", "Audit by hand (implicit syncs pattern matching can miss):", ""]
         for n in a.audit_notes:

@@ -230,6 +230,9 @@ def _result(
             "function": f.function,
             "hot": f.hot,
             "countsForVerdict": f.counts,
+            **({"runtime": f.runtime} if f.runtime else {}),
+            **({"runtimeShare": round(f.share / 1000, 3)} if f.share is not None else {}),
+            **({"doctor": f.doctor, "doctorChecks": list(f.doctor_checks)} if f.doctor else {}),
             **props,
         },
     }

@@ -6,7 +6,7 @@ the numbers the rules derived.
 
 from __future__ import annotations
 
-from ..pipeline.assessment import Assessment, Gate
+from ..pipeline.assessment import Assessment, Finding, Gate
 
 # What each verdict rule says, by the reason rules.dl gives it (verdict_reason); the numbers
 # come from its threshold relation.
@@ -168,6 +168,21 @@ def gate_reason(gate: Gate, a: Assessment) -> str:
         if key == "python-loops":
             return PYTHON_LOOPS.format(where=where)
         return f"{d.pattern}{where}"
+    if gate.number == 5 and key == "measured" and d.runtime.measured_split is not None:
+        host, array, own = d.runtime.measured_split
+        ceiling = f"; the port can speed the run up {1000 / host:.1f}× at most" if host > 0 else ""
+        return (
+            f"measured: {percent(host)} of the profiled run at host touchpoints (SciPy, I/O, "
+            f"plotting, conversions), {percent(array)} in array calls, {percent(own)} in the "
+            f"assessed code itself{ceiling}"
+        )
+    if gate.number == 6 and key == "doctor-ran":
+        ev = a.context.runtime
+        count = len(ev.doctor or ())
+        return (
+            f"the cuPyNumeric Doctor ran ({ev.doctor_path}): {count} diagnostic(s), "
+            f"{d.runtime.confirmed} confirming findings"
+        )
     if gate.number == 5:
         total, hot = d.touchpoints
         if total == 0:
@@ -208,6 +223,80 @@ def _per_gpu_text(a: Assessment) -> str:
         return "unknown"
     lo, hi = d.per_gpu
     return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
+
+
+def percent(permille: int) -> str:
+    """A share of the run, per mille, in words: 34%, 0.4%, <0.1%."""
+    if permille >= 100:
+        return f"{round(permille / 10)}%"
+    if permille >= 1:
+        return f"{permille / 10:.1f}%"
+    return "<0.1%"
+
+
+def runtime_mark(f: Finding) -> str:
+    """What the runtime evidence says of a finding, in a few words ("" when nothing)."""
+    marks = []
+    if f.runtime == "never-ran":
+        marks.append("never ran in the profile: not counted")
+    elif f.runtime == "measured-hot":
+        marks.append(f"measured hot: {percent(f.share or 0)} of the run")
+    elif f.runtime == "ran":
+        marks.append(f"ran: {percent(f.share)} of the run" if f.share is not None else "ran")
+    if f.doctor == "confirmed":
+        marks.append(f"confirmed at runtime by the Doctor ({', '.join(f.doctor_checks)})")
+    elif f.doctor == "added":
+        marks.append(f"seen at runtime by the Doctor ({', '.join(f.doctor_checks)})")
+    return "; ".join(marks)
+
+
+def evidence_lines(a: Assessment) -> list[str]:
+    """What was measured and what was guessed, a sentence each."""
+    ev = a.context.runtime
+    r = a.decision.runtime
+    out = []
+    if ev.profile is not None:
+        p = ev.profile
+        size = f"{p.total / 1e6:,.2f} s" if p.unit == "us" else f"{p.total:,} samples"
+        kind = "cProfile, by function" if p.kind == "cprofile" else "sampled, by line"
+        which = (
+            "which code ran (code it never entered does not count)"
+            if p.kind == "cprofile"
+            else "where the time went (a sampled profile cannot show what never ran)"
+        )
+        # SCALES findings never count: the words are about the ones that could.
+        weighed = [f for f in a.findings if f.kind != "SCALES" and not f.suppressed]
+        hot_count = sum(1 for f in weighed if f.runtime == "measured-hot")
+        never_count = sum(1 for f in weighed if f.runtime == "never-ran")
+        hot = f"; {hot_count} finding(s) in measured-hot code come first" if hot_count else ""
+        never = f"; {never_count} finding(s) in code that never ran are not counted" if never_count else ""
+        out.append(
+            f"Measured by the profile {ev.profile_path} ({kind}, {size}): {which}, the functions "
+            f"called over and over (hot whatever calls them), Gate 5's share of time{hot}{never}."
+        )
+        if r.stale_files:
+            shown = ", ".join(r.stale_files[:3]) + (
+                f" and {len(r.stale_files) - 3} more" if len(r.stale_files) > 3 else ""
+            )
+            out.append(
+                f"The profile does not match {shown} (edited since the run?): what ran there is not "
+                "judged from it."
+            )
+    if ev.doctor is not None:
+        elsewhere = f", {len(r.doctor_elsewhere)} in files not assessed" if r.doctor_elsewhere else ""
+        added = sum(1 for f in a.findings if f.doctor == "added") + len(r.doctor_only)
+        out.append(
+            f"Measured by the cuPyNumeric Doctor ({ev.doctor_path}): {len(ev.doctor)} diagnostic(s); "
+            f"{r.confirmed} finding(s) confirmed at runtime, {added} seen at runtime only{elsewhere}."
+        )
+    if out:
+        out.append("Everything else is read from the code, not measured.")
+    else:
+        out.append(
+            "Nothing was measured: hot paths are inferred from the code (loops and what they call). "
+            "`--profile` and `--doctor` add a run's evidence."
+        )
+    return out
 
 
 def fill_gate_reasons(a: Assessment) -> None:

@@ -74,7 +74,7 @@ def template_key(program_text: str, duckdb_version: str, block_size: int) -> str
 
 def evaluation_parts(context: Context, program_text: str, config: Config | None) -> list[str]:
     """What evaluated results depend on besides the files: cpq and its engine, the extractor,
-    the program, the context, the manifest and the configuration."""
+    the program, the context (with its runtime evidence), the manifest and the configuration."""
     from ...manifest import load
 
     return [
@@ -84,6 +84,7 @@ def evaluation_parts(context: Context, program_text: str, config: Config | None)
         program_text,
         repr(context.facts()),
         repr(context.pattern),
+        context.runtime.key(),
         repr(sorted(load().provenance.items())),
         repr(config) if config is not None else "",
     ]
