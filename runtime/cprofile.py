@@ -16,8 +16,9 @@ from __future__ import annotations
 from typing import TypeGuard
 
 from . import marshal_reader
-from .errors import FormatError, shown
-from .reading import FunctionRow, Profile, checked_text, normalized_path
+from .errors import FormatError, checked_path, checked_text, shown
+
+FunctionRow = tuple[str, int, str, int, int, int]  # (file, line, name, calls, own µs, cum µs)
 
 _NOT_PSTATS = "not a cProfile/pstats file or a speedscope JSON profile"
 # Bounds that keep every number a 64-bit integer downstream; no real run comes near them.
@@ -26,8 +27,9 @@ _MAX_LINE = (1 << 31) - 1
 _MAX_SECONDS = 1e9  # about 32 years
 
 
-def parse(data: bytes) -> Profile:
-    """The function-level `Profile` in a pstats file; `FormatError` if it is not one."""
+def parse(data: bytes) -> tuple[int, tuple[FunctionRow, ...]]:
+    """(total µs: the sum of own times, sorted function rows) of a pstats file; `FormatError` if
+    it is not one."""
     try:
         stats = marshal_reader.loads(data)
     except FormatError as exc:
@@ -44,13 +46,7 @@ def parse(data: bytes) -> Profile:
         rows[function] = (calls + counts[0], own + counts[1], cum + counts[2])
     functions: list[FunctionRow] = [(*key, *counts) for key, counts in rows.items()]
     functions.sort()
-    return Profile(
-        kind="cprofile",
-        unit="us",
-        total=sum(row[4] for row in functions),
-        functions=tuple(functions),
-        lines=(),
-    )
+    return sum(row[4] for row in functions), tuple(functions)
 
 
 def _function(key: object) -> tuple[str, int, str]:
@@ -61,7 +57,7 @@ def _function(key: object) -> tuple[str, int, str]:
         raise FormatError(f"line is not a number ({shown(line)})")
     if not 0 <= line <= _MAX_LINE:
         raise FormatError(f"line {line} is out of range")
-    return normalized_path(file, "the file"), line, checked_text(name, "the function name")
+    return checked_path(file, "the file"), line, checked_text(name, "the function name")
 
 
 def _counts(value: object) -> tuple[int, int, int]:

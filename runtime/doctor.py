@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 
-from .errors import FormatError, shown
-from .reading import DoctorDiagnostic, checked_text, normalized_path
+from .errors import FormatError, checked_path, checked_text, shown
+
+# (file, line, check, description, source, reference): the fields of `DoctorDiagnostic`
+DoctorRow = tuple[str, int, str, str, str, str]
 
 _NOT_DOCTOR = "not a cuPyNumeric Doctor JSON report"
 _MAX_LINE = (1 << 31) - 1
@@ -66,14 +68,11 @@ def check_of(description: str) -> str:
     return UNKNOWN_CHECK
 
 
-def parse(data: bytes) -> tuple[DoctorDiagnostic, ...]:
-    """The diagnostics of a Doctor JSON report (or of a captured stdout ending with one), sorted."""
+def parse(data: bytes) -> tuple[DoctorRow, ...]:
+    """The diagnostics of a Doctor JSON report (or of a captured stdout ending with one), sorted
+    by (file, line, check, ...)."""
     entries = _entries(data)
-    diagnostics = [_diagnostic(entry, number) for number, entry in enumerate(entries, start=1)]
-    diagnostics.sort(
-        key=lambda d: (d.file, d.line, d.check, d.description, d.source, d.reference),
-    )
-    return tuple(diagnostics)
+    return tuple(sorted(_diagnostic(entry, number) for number, entry in enumerate(entries, start=1)))
 
 
 def _entries(data: bytes) -> list[object]:
@@ -113,7 +112,7 @@ def _json_kind(value: object) -> str:
     return {dict: "object", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
 
 
-def _diagnostic(entry: object, number: int) -> DoctorDiagnostic:
+def _diagnostic(entry: object, number: int) -> DoctorRow:
     where = f"Doctor entry {number}"
     if not isinstance(entry, dict):
         raise FormatError(f"{where} is not an object ({shown(entry)})")
@@ -128,13 +127,13 @@ def _diagnostic(entry: object, number: int) -> DoctorDiagnostic:
     if not isinstance(entry.get("traceback", ""), str):
         raise FormatError(f"{where}: traceback is not a string ({shown(entry['traceback'])})")
     description = checked_text(entry["description"], f"{where}: description")
-    return DoctorDiagnostic(
-        file=normalized_path(entry["filename"], f"{where}: filename"),
-        line=line,
-        check=check_of(description),
-        description=description,
-        source=_optional_text(entry.get("source"), f"{where}: source"),
-        reference=_optional_text(entry.get("reference"), f"{where}: reference"),
+    return (
+        checked_path(entry["filename"], f"{where}: filename"),
+        line,
+        check_of(description),
+        description,
+        _optional_text(entry.get("source"), f"{where}: source"),
+        _optional_text(entry.get("reference"), f"{where}: reference"),
     )
 
 

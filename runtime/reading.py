@@ -1,29 +1,21 @@
 """Read runtime evidence: a profile (cProfile/pstats or speedscope JSON) or a cuPyNumeric Doctor report.
 
-What the readers return, and what they share: the file read with a size cap, the one-line
-`EvidenceError`, the normalised paths and text checks. The format parsers (`cprofile`,
-`speedscope`, `doctor`) are imported when a file is read, which keeps `import cpq.runtime`
-free of json and of the decoders.
+What the readers return, the file read with a size cap, the format sniffed, and the one-line
+`EvidenceError`. The format parsers (`cprofile`, `speedscope`, `doctor`) return plain rows and
+are imported when a file is read, which keeps `import cpq.runtime` free of json and of the
+decoders.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import EvidenceError, FormatError, one_line, shown
+from .errors import EvidenceError, FormatError, one_line
 
 # Larger than any profile or report of a real run; the JSON of a 1 GiB file already takes
 # several GiB of memory once parsed.
 MAX_FILE_BYTES = 1 << 30
-
-# A path or name holding these is not one a program wrote: control characters would break
-# lines in a report, a lone surrogate (JSON can escape one) is not text.
-_BAD_TEXT = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\ud800-\udfff]")
-
-FunctionRow = tuple[str, int, str, int, int, int]  # (file, line, name, calls, own, cum)
-LineRow = tuple[str, int, int, int]  # (file, line, own, cum)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +25,9 @@ class Profile:
     kind: str  # "cprofile" (deterministic, function-level) | "speedscope" (sampled, line-level)
     unit: str  # "us" (integer microseconds) | "samples" (speedscope unit "none": sample counts/weights)
     total: int  # the whole run in `unit`
-    functions: tuple[FunctionRow, ...]  # (file, line, name, calls, own, cum), sorted
-    lines: tuple[LineRow, ...]  # (file, line, own, cum), sorted
+    # The types spelled out (not the parsers' row aliases): resolvable without importing a parser.
+    functions: tuple[tuple[str, int, str, int, int, int], ...]  # (file, line, name, calls, own, cum), sorted
+    lines: tuple[tuple[str, int, int, int], ...]  # (file, line, own, cum), sorted
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +57,10 @@ def read_doctor(path: Path) -> tuple[DoctorDiagnostic, ...]:
 
     data = _read(path)
     try:
-        return doctor.parse(data)
+        rows = doctor.parse(data)
     except FormatError as exc:
         raise _error(path, str(exc)) from None
+    return tuple(DoctorDiagnostic(*row) for row in rows)
 
 
 def _parse_profile(data: bytes) -> Profile:
@@ -79,9 +73,11 @@ def _parse_profile(data: bytes) -> Profile:
     if not data:
         raise FormatError(f"{why} (empty file)")
     if _looks_like_json(data):
-        return speedscope.parse(data)
+        unit, total, lines = speedscope.parse(data)
+        return Profile(kind="speedscope", unit=unit, total=total, functions=(), lines=lines)
     if data[0] in (0x7B, 0xFB):
-        return cprofile.parse(data)
+        total, functions = cprofile.parse(data)
+        return Profile(kind="cprofile", unit="us", total=total, functions=functions, lines=())
     raise FormatError(f"{why} (starts with byte 0x{data[0]:02x})")
 
 
@@ -105,20 +101,3 @@ def _read(path: Path) -> bytes:
 
 def _error(path: Path, why: str) -> EvidenceError:
     return EvidenceError(one_line(f"{path}: {why}"))
-
-
-def normalized_path(value: object, what: str) -> str:
-    """A file path as the profile or report gives it, with `/` separators and no leading `./`."""
-    path = checked_text(value, what).replace("\\", "/")
-    while path.startswith("./"):
-        path = path[2:]
-    return path
-
-
-def checked_text(value: object, what: str) -> str:
-    """`value` if it is a string of one line of text; `FormatError` naming `what` otherwise."""
-    if not isinstance(value, str):
-        raise FormatError(f"{what} is not a string ({shown(value)})")
-    if _BAD_TEXT.search(value):
-        raise FormatError(f"{what} holds a control character or a lone surrogate ({shown(value)})")
-    return value

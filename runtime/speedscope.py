@@ -25,8 +25,9 @@ import json
 from collections import Counter, defaultdict
 from typing import TypeGuard
 
-from .errors import FormatError, shown
-from .reading import LineRow, Profile, checked_text, normalized_path
+from .errors import FormatError, checked_path, checked_text, shown
+
+LineRow = tuple[str, int, int, int]  # (file, line, own, cum)
 
 _NOT_SPEEDSCOPE = "not a cProfile/pstats file or a speedscope JSON profile"
 # Microseconds per unit; "none" counts samples.
@@ -40,8 +41,9 @@ _MAX_VALUE = 1e18
 Key = tuple[str, int]
 
 
-def parse(data: bytes) -> Profile:
-    """The line-level `Profile` in a speedscope JSON file; `FormatError` if it is not one."""
+def parse(data: bytes) -> tuple[str, int, tuple[LineRow, ...]]:
+    """(unit: "us" or "samples", total, sorted line rows) of a speedscope JSON file; `FormatError`
+    if it is not one."""
     document = _load_json(data)
     if isinstance(document, list):
         raise FormatError(f"{_NOT_SPEEDSCOPE} (a JSON array: is it a cuPyNumeric Doctor report?)")
@@ -71,7 +73,7 @@ def parse(data: bytes) -> Profile:
         else:
             raise FormatError(f'{where}.type is not "sampled" or "evented" ({shown(kind)})')
         counts_samples = scale is None
-    return totals.profile(unit="us" if counts_samples is False else "samples")
+    return "us" if counts_samples is False else "samples", round(totals.total), totals.lines()
 
 
 def _load_json(data: bytes) -> object:
@@ -107,7 +109,7 @@ def _frame_keys(frames: object) -> list[Key | None]:
         if file is None or line is None or line == 0:
             keys.append(None)
         else:
-            keys.append((normalized_path(file, f"{where}.file"), line))
+            keys.append((checked_path(file, f"{where}.file"), line))
     return keys
 
 
@@ -133,12 +135,12 @@ class _Totals:
         if not self.total <= _MAX_TOTAL:
             raise FormatError(f"{where}: the weights add up to more than {_MAX_TOTAL:.0e}")
 
-    def profile(self, unit: str) -> Profile:
+    def lines(self) -> tuple[LineRow, ...]:
         rows: list[LineRow] = [
             (*key, round(self.own.get(key, 0.0)), round(cum)) for key, cum in self.cum.items()
         ]
         rows.sort()
-        return Profile(kind="speedscope", unit=unit, total=round(self.total), functions=(), lines=tuple(rows))
+        return tuple(rows)
 
 
 def _sampled(
