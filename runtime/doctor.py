@@ -68,6 +68,10 @@ def check_of(description: str) -> str:
     return UNKNOWN_CHECK
 
 
+# What to do about the report a clean run does not write.
+CLEAN_RUN_HINT = "the Doctor writes no report when it finds nothing: for a clean run, give a file holding []"
+
+
 def parse(data: bytes) -> tuple[DoctorRow, ...]:
     """The diagnostics of a Doctor JSON report (or of a captured stdout ending with one), sorted
     by (file, line, check, ...)."""
@@ -81,7 +85,7 @@ def _entries(data: bytes) -> list[object]:
     except UnicodeDecodeError:
         raise FormatError(f"{_NOT_DOCTOR} (not UTF-8 text)") from None
     if not text.strip():
-        raise FormatError(f"{_NOT_DOCTOR} (empty; the Doctor writes no report when it finds nothing)")
+        raise FormatError(f"{_NOT_DOCTOR} (empty); {CLEAN_RUN_HINT}")
     whole = _json(text)
     if isinstance(whole, list):
         return whole

@@ -55,6 +55,9 @@ def read_doctor(path: Path) -> tuple[DoctorDiagnostic, ...]:
     """The diagnostics of the Doctor report in `path`, sorted; `EvidenceError` if unreadable."""
     from . import doctor  # deferred: keeps `import cpq.runtime` light
 
+    if not path.exists() and not path.is_symlink():
+        # The usual way to get here: a clean run, for which the Doctor writes no file.
+        raise _error(path, f"no such file; {doctor.CLEAN_RUN_HINT}")
     data = _read(path)
     try:
         rows = doctor.parse(data)

@@ -107,7 +107,10 @@ def test_gate_5_gets_a_measured_status_with_the_share(profiled: tuple[Path, Path
     measured = report(tree, "--profile", profile)
     gate5 = next(g for g in measured["gates"] if g["gate"] == 5)
     assert gate5["status"] in ("pass", "uncertain", "fail")
-    assert gate5["reason"].startswith("measured: ") and "% of the profiled run at host touchpoints" in gate5["reason"]
+    assert (
+        gate5["reason"].startswith("measured: ")
+        and "% of the profiled run at host touchpoints" in gate5["reason"]
+    )
     shares = measured["runtime_evidence"]["profile"]["shares"]
     assert 0 <= shares["host"] <= 1 and shares["assessed_code"] > 0
 
@@ -158,7 +161,9 @@ def test_a_function_the_run_called_over_and_over_is_hot(tmp_path: Path) -> None:
     assert r104["hot"] and r104["counts_for_verdict"]
 
 
-def test_a_profile_of_an_edited_file_does_not_say_what_never_ran(profiled: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_profile_of_an_edited_file_does_not_say_what_never_ran(
+    profiled: tuple[Path, Path], tmp_path: Path
+) -> None:
     tree, profile = profiled
     edited = tmp_path / "tree"
     shutil.copytree(tree, edited)
@@ -175,7 +180,11 @@ def _speedscope(tree: Path) -> dict:
         {"name": "<module> (run.py:6)", "file": str(tree / "run.py"), "line": 6},
         {"name": "descend (sync_in_loop.py:12)", "file": path, "line": 12},
         {"name": "descend (sync_in_loop.py:9)", "file": path, "line": 9},
-        {"name": "dot (numpy/_core/multiarray.py:1)", "file": "/site-packages/numpy/_core/multiarray.py", "line": 1},
+        {
+            "name": "dot (numpy/_core/multiarray.py:1)",
+            "file": "/site-packages/numpy/_core/multiarray.py",
+            "line": 1,
+        },
     ]
     return {
         "$schema": "https://www.speedscope.app/file-format-schema.json",
@@ -197,7 +206,9 @@ def _speedscope(tree: Path) -> dict:
     }
 
 
-def test_a_sampled_profile_measures_lines_and_never_claims_code_never_ran(profiled: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_sampled_profile_measures_lines_and_never_claims_code_never_ran(
+    profiled: tuple[Path, Path], tmp_path: Path
+) -> None:
     tree, _ = profiled
     profile = tmp_path / "run.speedscope.json"
     profile.write_text(json.dumps(_speedscope(tree)))
@@ -249,7 +260,9 @@ def test_the_doctor_confirms_a_static_r104_and_adds_what_static_analysis_misses(
     r104 = finding(measured, "R104", 12)
     assert r104["runtime"]["doctor"] == "confirmed" and r104["runtime"]["doctor_checks"] == ["array-gather"]
     added = finding(measured, "R103", 8)
-    assert added["file"] == "totals.py" and added["runtime"]["doctor"] == "added" and added["counts_for_verdict"]
+    assert (
+        added["file"] == "totals.py" and added["runtime"]["doctor"] == "added" and added["counts_for_verdict"]
+    )
     evidence = measured["runtime_evidence"]["doctor"]
     assert evidence["diagnostics"] == 4 and evidence["confirmed"] == 1 and evidence["added"] == 1
     assert evidence["without_code"] == [

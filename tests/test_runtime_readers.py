@@ -350,10 +350,16 @@ def test_malformed_profiles_give_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_unreadable_paths(tmp_path: Path) -> None:
+    assert_evidence_error(
+        tmp_path / "missing.prof", read_profile, says="cannot read: No such file or directory"
+    )
+    # A clean Doctor run writes no file: the message says what to give instead.
+    assert_evidence_error(
+        tmp_path / "missing.json",
+        read_doctor,
+        says="no such file; the Doctor writes no report when it finds nothing",
+    )
     for reader in (read_profile, read_doctor):
-        assert_evidence_error(
-            tmp_path / "missing.prof", reader, says="cannot read: No such file or directory"
-        )
         assert_evidence_error(tmp_path, reader, says="cannot read: Is a directory")
 
 
@@ -709,7 +715,7 @@ DOCTOR_ENTRY = {
     [
         (
             "",
-            "not a cuPyNumeric Doctor JSON report (empty; the Doctor writes no report when it finds nothing)",
+            "not a cuPyNumeric Doctor JSON report (empty); the Doctor writes no report when it finds nothing",
         ),
         ("\n  \n", "empty"),
         (json.dumps([{**DOCTOR_ENTRY, "lineno": "x"}]), "Doctor entry 1: lineno is not a number"),
