@@ -28,8 +28,8 @@ class RuntimeEvidence:
     def empty(self) -> bool:
         return self.profile is None and self.doctor is None
 
-    def facts(self) -> dict[str, list[tuple]]:
-        out: dict[str, list[tuple]] = {name: [] for name in RUNTIME_RELATIONS}
+    def facts(self) -> dict[str, list[tuple[object, ...]]]:
+        out: dict[str, list[tuple[object, ...]]] = {name: [] for name in RUNTIME_RELATIONS}
         if self.profile is not None:
             p = self.profile
             out["profile_run"] = [(p.kind, p.unit, p.total)]
