@@ -176,6 +176,12 @@ _LOADED: dict[str, tuple[str, str]] = {
         "decorator's for a decorated function), name, calls, own and cumulative time (\"~\", 0 for\n"
         "built-ins).",
     ),
+    "profile_call": (
+        "path:symbol, line:number, name:symbol, caller_path:symbol, caller_line:number, "
+        "caller_name:symbol, calls:number, own:number, cum:number",
+        "Who called a profiled function (cProfile): the caller as profile_function names it, the\n"
+        "calls from it and the callee's own and cumulative time in those calls.",
+    ),
     "profile_line": (
         "path:symbol, line:number, own:number, cum:number",
         "A line in a sampled profile: the time spent on it (own) and under it (cum).",

@@ -170,7 +170,12 @@ def gate_reason(gate: Gate, a: Assessment) -> str:
         return f"{d.pattern}{where}"
     if gate.number == 5 and key == "measured" and d.runtime.measured_split is not None:
         host, array, own = d.runtime.measured_split
-        ceiling = f"; the port can speed the run up {1000 / host:.1f}× at most" if host > 0 else ""
+        # Amdahl's law: the host share is what no GPU speeds up.
+        ceiling = (
+            f"; the port can speed the run up {1000 / host:.1f}× at most"
+            if host >= 10
+            else "; the host side leaves room for a speed-up of 100× or more"
+        )
         return (
             f"measured: {percent(host)} of the profiled run at host touchpoints (SciPy, I/O, "
             f"plotting, conversions), {percent(array)} in array calls, {percent(own)} in the "

@@ -6,9 +6,12 @@ with callers a dict of the same keys (to 4-tuples, or to ints in old files). Bui
 have the key `("~", 0, "<built-in method builtins.len>")`. It is decoded by `marshal_reader`,
 never by `marshal`/`pstats` (they can build code objects from a hostile file).
 
-Each entry becomes a function row (file, line, name, total calls, own µs, cumulative µs); times
-are rounded to integer microseconds. Entries whose paths differ only in spelling (`./a.py`,
-`a.py`) are summed into one row. Callers are not used.
+Each entry becomes a function row (file, line, name, total calls, own µs, cumulative µs), and
+each of its callers a call row (file, line, name, caller's file, line, name, calls, own µs,
+cumulative µs: the callee's times for the calls from that caller), which lets the rules tell
+the workload from the imports; times are rounded to integer microseconds. Entries whose paths
+differ only in spelling (`./a.py`, `a.py`) are summed into one row. Old files whose callers hold
+bare counts give no call rows.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from . import marshal_reader
 from .errors import FormatError, checked_path, checked_text, shown
 
 FunctionRow = tuple[str, int, str, int, int, int]  # (file, line, name, calls, own µs, cum µs)
+# (file, line, name, caller's file, line, name, calls from it, own µs, cum µs of those calls)
+CallRow = tuple[str, int, str, str, int, str, int, int, int]
 
 _NOT_PSTATS = "not a cProfile/pstats file or a speedscope JSON profile"
 # Bounds that keep every number a 64-bit integer downstream; no real run comes near them.
@@ -27,9 +32,9 @@ _MAX_LINE = (1 << 31) - 1
 _MAX_SECONDS = 1e9  # about 32 years
 
 
-def parse(data: bytes) -> tuple[int, tuple[FunctionRow, ...]]:
-    """(total µs: the sum of own times, sorted function rows) of a pstats file; `FormatError` if
-    it is not one."""
+def parse(data: bytes) -> tuple[int, tuple[FunctionRow, ...], tuple[CallRow, ...]]:
+    """(total µs: the sum of own times, sorted function rows, sorted call rows) of a pstats file;
+    `FormatError` if it is not one."""
     try:
         stats = marshal_reader.loads(data)
     except FormatError as exc:
@@ -37,16 +42,43 @@ def parse(data: bytes) -> tuple[int, tuple[FunctionRow, ...]]:
     if not isinstance(stats, dict):
         raise FormatError(f"{_NOT_PSTATS} (holds a {type(stats).__name__}, not a dict of functions)")
     rows: dict[tuple[str, int, str], tuple[int, int, int]] = {}
+    edges: dict[tuple[str, int, str, str, int, str], tuple[int, int, int]] = {}
     for number, (key, value) in enumerate(stats.items(), start=1):
         try:
             function, counts = _function(key), _counts(value)
+            callers = _callers(value)
         except FormatError as exc:
             raise FormatError(f"cProfile entry {number}: {exc}") from None
         calls, own, cum = rows.get(function, (0, 0, 0))
         rows[function] = (calls + counts[0], own + counts[1], cum + counts[2])
+        for caller, caller_counts in callers:
+            edge = (*function, *caller)
+            calls, own, cum = edges.get(edge, (0, 0, 0))
+            edges[edge] = (calls + caller_counts[0], own + caller_counts[1], cum + caller_counts[2])
     functions: list[FunctionRow] = [(*key, *counts) for key, counts in rows.items()]
     functions.sort()
-    return sum(row[4] for row in functions), tuple(functions)
+    calls_rows: list[CallRow] = [(*edge, *counts) for edge, counts in edges.items()]
+    calls_rows.sort()
+    return sum(row[4] for row in functions), tuple(functions), tuple(calls_rows)
+
+
+def _callers(value: object) -> list[tuple[tuple[str, int, str], tuple[int, int, int]]]:
+    """The callers of an entry (its checked value) with (calls, own µs, cum µs) of their calls;
+    none from an old file whose callers map to bare counts."""
+    assert isinstance(value, tuple) and isinstance(value[4], dict)  # _counts checked it
+    callers: dict[object, object] = value[4]
+    out = []
+    for key, counts in callers.items():
+        caller = _function(key)
+        if _is_int(counts):
+            return []
+        if not isinstance(counts, tuple) or len(counts) != 4:
+            raise FormatError(f"a caller's counts are not a (calls, calls, own, cum) tuple ({shown(counts)})")
+        _, calls, own, cum = counts
+        if not _is_int(calls) or not 0 <= calls <= _MAX_COUNT:
+            raise FormatError(f"a caller's calls is not a count ({shown(calls)})")
+        out.append((caller, (calls, _microseconds(own, "own time"), _microseconds(cum, "cumulative time"))))
+    return out
 
 
 def _function(key: object) -> tuple[str, int, str]:

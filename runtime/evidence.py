@@ -12,7 +12,14 @@ if TYPE_CHECKING:
     from . import DoctorDiagnostic, Profile
 
 # The relations the evidence fills, in the order they are loaded (facts/schema.py documents them).
-RUNTIME_RELATIONS = ("profile_run", "profile_function", "profile_line", "doctor_run", "doctor_diagnostic")
+RUNTIME_RELATIONS = (
+    "profile_run",
+    "profile_function",
+    "profile_call",
+    "profile_line",
+    "doctor_run",
+    "doctor_diagnostic",
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,7 @@ class RuntimeEvidence:
             p = self.profile
             out["profile_run"] = [(p.kind, p.unit, p.total)]
             out["profile_function"] = list(p.functions)
+            out["profile_call"] = list(p.calls)
             out["profile_line"] = list(p.lines)
         if self.doctor is not None:
             out["doctor_run"] = [(len(self.doctor),)]

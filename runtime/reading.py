@@ -28,6 +28,8 @@ class Profile:
     # The types spelled out (not the parsers' row aliases): resolvable without importing a parser.
     functions: tuple[tuple[str, int, str, int, int, int], ...]  # (file, line, name, calls, own, cum), sorted
     lines: tuple[tuple[str, int, int, int], ...]  # (file, line, own, cum), sorted
+    # Who called whom (cProfile): (file, line, name, caller file, line, name, calls, own, cum), sorted.
+    calls: tuple[tuple[str, int, str, str, int, str, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +81,8 @@ def _parse_profile(data: bytes) -> Profile:
         unit, total, lines = speedscope.parse(data)
         return Profile(kind="speedscope", unit=unit, total=total, functions=(), lines=lines)
     if data[0] in (0x7B, 0xFB):
-        total, functions = cprofile.parse(data)
-        return Profile(kind="cprofile", unit="us", total=total, functions=functions, lines=())
+        total, functions, calls = cprofile.parse(data)
+        return Profile(kind="cprofile", unit="us", total=total, functions=functions, lines=(), calls=calls)
     raise FormatError(f"{why} (starts with byte 0x{data[0]:02x})")
 
 

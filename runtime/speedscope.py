@@ -16,7 +16,9 @@ a line is that line; cumulative time is the weight of the samples with the line 
 the stack (once per sample, however often recursion repeats it). Frames without a file or a
 line (line 0: unknown) are skipped. Times are integer microseconds; unit "none" gives sample
 counts (Profile.unit "samples"). `functions` stays empty: a frame's line is the executing
-line, not the function's definition.
+line, not the function's definition. A sample taken while Python's import system ran (a frame
+of `<frozen importlib._bootstrap...>` on its stack) is left out of a sampled profile: loading
+modules is not the workload (rules/runtime.dl leaves imports out of a cProfile run likewise).
 """
 
 from __future__ import annotations
@@ -93,6 +95,14 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not a number")
 
 
+# The frames of Python's import system, as profilers name their file.
+IMPORT_SYSTEM = "<frozen importlib"
+
+
+def _importing(key: Key | None) -> bool:
+    return key is not None and key[0].startswith(IMPORT_SYSTEM)
+
+
 def _frame_keys(frames: object) -> list[Key | None]:
     """The (file, line) of each shared frame, None for a frame without both."""
     if not isinstance(frames, list):
@@ -167,8 +177,10 @@ def _sampled(
                 f"{where}.samples[{index}]: frame index {bad} is out of range ({len(keys)} frames)"
             )
         by_stack[frames] += weight * scale
-        totals.add_total(weight * scale, where)
     for frames, weight in by_stack.items():
+        if any(_importing(keys[frame]) for frame in frames):
+            continue  # loading modules is not the workload
+        totals.add_total(weight, where)
         present = [key for key in (keys[frame] for frame in frames) if key is not None]
         for key in set(present):
             totals.cum[key] += weight

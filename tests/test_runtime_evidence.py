@@ -334,3 +334,61 @@ def test_saved_results_are_never_reused_across_evidence(profiled: tuple[Path, Pa
     assert counted()
     assert not counted("--profile", profile)
     assert counted()  # the cached results of the run without a profile, not the last one
+
+
+def _profile(tree: Path, script: str, text: str) -> Path:
+    (tree / script).write_text(text)
+    profile = tree.parent / f"{tree.name}-{script}.prof"
+    subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(profile), script],
+        cwd=tree,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return profile
+
+
+def gate(data: dict, number: int) -> dict:
+    return next(g for g in data["gates"] if g["gate"] == number)
+
+
+def test_gate_5_fails_when_the_run_is_spent_at_host_touchpoints(tmp_path: Path) -> None:
+    profile = _profile(
+        tmp_path,
+        "dump.py",
+        "import numpy as np\n\n\ndef main():\n    a = np.random.default_rng(0).standard_normal((300, 20))\n"
+        "    for i in range(60):\n        np.savetxt('out.txt', a * i)\n\n\nmain()\n",
+    )
+    measured = report(tmp_path, "--profile", profile)
+    assert gate(measured, 5)["status"] == "fail"
+    assert measured["runtime_evidence"]["profile"]["shares"]["host"] >= 0.5
+
+
+def test_gate_5_passes_on_array_work_and_leaves_the_imports_out(tmp_path: Path) -> None:
+    profile = _profile(
+        tmp_path,
+        "work.py",
+        "import numpy as np\n\n\ndef main():\n    a = np.ones((400, 400))\n    for _ in range(40):\n"
+        "        a = np.sqrt(np.dot(a, a) / 400.0)\n    return a\n\n\nmain()\n",
+    )
+    measured = report(tmp_path, "--profile", profile)
+    assert gate(measured, 5)["status"] == "pass"
+    # Loading NumPy is not the workload: the measured time is less than the whole run.
+    query = invoke("query", "work_total(T), profile_run(_, _, R)", tmp_path, "--profile", profile, "--no-cache")
+    assert query.exit_code == 0, query.output
+    work, run = (int(x) for x in query.stdout.splitlines()[2].split())
+    assert 0 < work < run
+
+
+def test_the_call_graph_of_a_cprofile_run_is_read(profiled: tuple[Path, Path]) -> None:
+    """The callers pstats keeps become profile_call rows: descend's calls come from run.py's top level."""
+    from cpq.runtime import read_profile
+
+    _, profile = profiled
+    read = read_profile(profile)
+    callers = {(c[5], c[3].rsplit("/", 1)[-1]) for c in read.calls if c[2] == "descend"}
+    assert callers == {("<module>", "run.py")}
+    descend = next(row for row in read.functions if row[2] == "descend")
+    edge = next(c for c in read.calls if c[2] == "descend")
+    assert edge[6] == descend[3] == 1 and edge[8] == descend[5]
