@@ -173,7 +173,7 @@ _LOADED: dict[str, tuple[str, str]] = {
     "profile_function": (
         "path:symbol, line:number, name:symbol, calls:number, own:number, cum:number",
         "A function in the profile: its file as the profile names it, its first line (the first\n"
-        "decorator's for a decorated function), name, calls, own and cumulative time (\"~\", 0 for\n"
+        'decorator\'s for a decorated function), name, calls, own and cumulative time ("~", 0 for\n'
         "built-ins).",
     ),
     "profile_call": (

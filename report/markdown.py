@@ -306,14 +306,31 @@ def _next_steps(a: Assessment, findings: list[Finding], workload_stop: bool) -> 
             "Swap `import numpy as np` for `import cupynumeric as np`, check results "
             "against NumPy on a small input, then time it on the real size."
         )
-    steps.append(
-        "Run the cuPyNumeric Doctor on a representative run:\n\n   ```\n   "
-        + DOCTOR.replace("\n", "\n   ")
-        + "\n   ```\n\n   In doctor-report.json look for host fallbacks (APIs run by NumPy), "
-        "implicit syncs (scalar conversions, array-valued conditions) on hot paths, and tasks "
-        "too small to scale (arrays below the partition floor)."
-    )
+    steps.append(_doctor_step(a))
     return [f"{i}. {s}" for i, s in enumerate(steps, 1)]
+
+
+def _doctor_step(a: Assessment) -> str:
+    """The Doctor hand-off; once its report is in (--doctor), what it said and when to rerun it."""
+    run = "\n\n   ```\n   " + DOCTOR.replace("\n", "\n   ") + "\n   ```\n\n   "
+    evidence = a.context.runtime
+    if evidence.doctor is None:
+        return (
+            "Run the cuPyNumeric Doctor on a representative run:"
+            + run
+            + "In doctor-report.json look for host fallbacks (APIs run by NumPy), implicit syncs "
+            "(scalar conversions, array-valued conditions) on hot paths, and tasks too small to "
+            "scale (arrays below the partition floor); `cpq assess --doctor doctor-report.json` "
+            "joins it to these findings."
+        )
+    r = a.decision.runtime
+    added = sum(1 for f in a.findings if f.doctor == "added")
+    return (
+        f"The cuPyNumeric Doctor's report ({evidence.doctor_path}) is joined above: "
+        f"{len(evidence.doctor)} diagnostic(s), {r.confirmed} confirming findings, {added} finding(s) "
+        f"only the run showed, {len(r.doctor_only)} without an R-code. After the recipes, run it again:"
+        + run.rstrip()
+    )
 
 
 def _unresolved_line(a: Assessment) -> str:

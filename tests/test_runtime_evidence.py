@@ -232,7 +232,10 @@ def _doctor_entry(path: Path, line: int, description: str, source: str) -> dict:
     }
 
 
-GATHER = "entire cuPyNumeric array is being gathered into one memory, and blocking on related outstanding asynchronous work"
+GATHER = (
+    "entire cuPyNumeric array is being gathered into one memory, and blocking on related outstanding "
+    "asynchronous work"
+)
 ITER = "iterating over a cuPyNumeric array with __iter__ is slow; use vectorized operations instead"
 ADVANCED = "use of advanced indexing can be slow in cuPyNumeric"
 
@@ -375,7 +378,8 @@ def test_gate_5_passes_on_array_work_and_leaves_the_imports_out(tmp_path: Path) 
     measured = report(tmp_path, "--profile", profile)
     assert gate(measured, 5)["status"] == "pass"
     # Loading NumPy is not the workload: the measured time is less than the whole run.
-    query = invoke("query", "work_total(T), profile_run(_, _, R)", tmp_path, "--profile", profile, "--no-cache")
+    totals = "work_total(T), profile_run(_, _, R)"
+    query = invoke("query", totals, tmp_path, "--profile", profile, "--no-cache")
     assert query.exit_code == 0, query.output
     work, run = (int(x) for x in query.stdout.splitlines()[2].split())
     assert 0 < work < run
@@ -392,3 +396,25 @@ def test_the_call_graph_of_a_cprofile_run_is_read(profiled: tuple[Path, Path]) -
     descend = next(row for row in read.functions if row[2] == "descend")
     edge = next(c for c in read.calls if c[2] == "descend")
     assert edge[6] == descend[3] == 1 and edge[8] == descend[5]
+
+
+ITEM_OPS = "multiple scalar item accesses repeated on the same line"
+
+
+def test_the_doctor_confirms_a_loop_finding_from_any_line_of_its_loop(tmp_path: Path) -> None:
+    """R101 cites the element write; the Doctor's repeated item access may be another line of the loop."""
+    (tmp_path / "smooth.py").write_text(
+        "import numpy as np\n\n\ndef smooth(a):\n    out = np.zeros_like(a)\n"
+        "    for i in range(1, a.shape[0] - 1):\n        left = a[i - 1]\n"
+        "        out[i] = (left + a[i] + a[i + 1]) / 3.0\n    return out\n"
+    )
+    static = report(tmp_path)
+    r101 = [f for f in static["findings"] if f["code"] == "R101"]
+    assert [f["line"] for f in r101] == [8]
+    doctor = tmp_path.parent / f"{tmp_path.name}-doctor.json"
+    doctor.write_text(json.dumps([_doctor_entry(tmp_path / "smooth.py", 7, ITEM_OPS, "left = a[i - 1]")]))
+    measured = report(tmp_path, "--doctor", doctor)
+    confirmed = finding(measured, "R101", 8)
+    assert confirmed["runtime"]["doctor"] == "confirmed"
+    assert not [f for f in measured["findings"] if f["code"] == "R101" and f["line"] == 7]
+    assert measured["runtime_evidence"]["doctor"]["added"] == 0
