@@ -418,3 +418,23 @@ def test_the_doctor_confirms_a_loop_finding_from_any_line_of_its_loop(tmp_path: 
     assert confirmed["runtime"]["doctor"] == "confirmed"
     assert not [f for f in measured["findings"] if f["code"] == "R101" and f["line"] == 7]
     assert measured["runtime_evidence"]["doctor"]["added"] == 0
+
+
+MPI = (
+    "mpi4py is imported in this application; using mpi4py with cuPyNumeric is not permitted because "
+    "Legate manages its own communication layer"
+)
+
+
+def test_the_mpi4py_check_confirms_the_import_wherever_the_doctor_saw_it(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLES / "mpi_halo.py", tmp_path / "mpi_halo.py")
+    static = report(tmp_path)
+    r108 = [f for f in static["findings"] if f["code"] == "R108"]
+    assert r108
+    array_line = next(f["line"] for f in static["findings"] if f["kind"] == "SCALES")
+    doctor = tmp_path.parent / f"{tmp_path.name}-doctor.json"
+    doctor.write_text(json.dumps([_doctor_entry(tmp_path / "mpi_halo.py", array_line, MPI, "")]))
+    measured = report(tmp_path, "--doctor", doctor)
+    after = [f for f in measured["findings"] if f["code"] == "R108"]
+    assert [f["line"] for f in after] == [f["line"] for f in r108]
+    assert all(f["runtime"]["doctor"] == "confirmed" for f in after)
