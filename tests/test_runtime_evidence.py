@@ -438,3 +438,42 @@ def test_the_mpi4py_check_confirms_the_import_wherever_the_doctor_saw_it(tmp_pat
     after = [f for f in measured["findings"] if f["code"] == "R108"]
     assert [f["line"] for f in after] == [f["line"] for f in r108]
     assert all(f["runtime"]["doctor"] == "confirmed" for f in after)
+
+
+def test_paths_are_matched_under_the_root_that_holds_the_tree(tmp_path: Path) -> None:
+    """A run elsewhere (/scratch/me/repo) matches by the ends of its paths; another package's
+    __init__.py, which ends like the tree's own, is not the tree's."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("__init__.py", "solver.py", "util.py"):
+        (tree / name).write_text("import numpy as np\n\n\ndef f(a):\n    return np.sum(a)\n")
+    frames = [
+        {"name": "f", "file": f"/scratch/me/repo/{name}", "line": 5}
+        for name in ("__init__.py", "solver.py", "util.py")
+    ]
+    frames.append({"name": "g", "file": "/usr/lib/python3/site-packages/other/__init__.py", "line": 5})
+    profile = tmp_path / "run.json"
+    profile.write_text(
+        json.dumps(
+            {
+                "$schema": "https://www.speedscope.app/file-format-schema.json",
+                "shared": {"frames": frames},
+                "profiles": [
+                    {
+                        "type": "sampled",
+                        "unit": "none",
+                        "startValue": 0,
+                        "endValue": 4,
+                        "samples": [[0], [1], [2], [3]],
+                        "weights": [1, 1, 1, 1],
+                    }
+                ],
+            }
+        )
+    )
+    result = invoke(
+        "query", "runtime_file(P, F)", tree, "--profile", profile, "--no-cache", "--format", "json"
+    )
+    assert result.exit_code == 0, result.output
+    rows = {(row["P"], row["F"]) for row in json.loads(result.stdout)}
+    assert rows == {(f"/scratch/me/repo/{name}", name) for name in ("__init__.py", "solver.py", "util.py")}
