@@ -113,6 +113,7 @@ class RuntimeFindings:
 
     # (host, array calls, the assessed code's own) shares of the profiled run, per mille.
     measured_split: tuple[int, int, int] | None = None
+    work_total: int | None = None  # the profiled run without its imports, in the profile's unit
     stale_files: list[str] = field(default_factory=list)  # edited since the profiled run
     never_ran: int = 0  # findings in code the profile says never ran
     measured_hot: int = 0  # findings in code the profile measured hot
@@ -418,18 +419,19 @@ def read_decision(db: Database) -> Decision:
 
 
 def read_runtime(db: Database) -> RuntimeFindings:
+    """What rules/runtime.dl established from the profile and the Doctor report (empty without)."""
     r = RuntimeFindings()
     split = db.rows("measured_split")
     r.measured_split = split[0] if split else None
+    work = db.rows("work_total")
+    r.work_total = work[0][0] if work else None
     r.stale_files = sorted(file for (file,) in db.rows("stale_profile_file"))
     r.never_ran = len(db.rows("finding_never_ran"))
     r.measured_hot = len(db.rows("finding_measured_hot"))
     r.confirmed = len({(c, f, line) for c, f, line, _ in db.rows("doctor_confirms")})
     codes = dict(db.rows("doctor_check_code"))
     words = {(p, line, k): text for p, line, k, text in db.rows("doctor_diagnostic")}
-    assessed = {}
-    for path, file in db.rows("runtime_file"):
-        assessed[path] = file
+    assessed = dict(db.rows("runtime_file"))
     added = set(db.rows("doctor_adds"))
     for path, line, check in sorted({(p, line, k) for p, line, k, _ in db.rows("doctor_diagnostic")}):
         file = assessed.get(path)

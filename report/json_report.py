@@ -141,6 +141,7 @@ def _runtime_evidence(a: Assessment) -> dict[str, object]:
             "kind": ev.profile.kind,
             "unit": ev.profile.unit,
             "total": ev.profile.total,
+            "workload": r.work_total,
             "shares": (
                 {"host": split[0] / 1000, "array_calls": split[1] / 1000, "assessed_code": split[2] / 1000}
                 if split is not None

@@ -255,6 +255,10 @@ def runtime_mark(f: Finding) -> str:
     return "; ".join(marks)
 
 
+def _amount(value: int, unit: str) -> str:
+    return f"{value / 1e6:,.2f} s" if unit == "us" else f"{value:,} samples"
+
+
 def evidence_lines(a: Assessment) -> list[str]:
     """What was measured and what was guessed, a sentence each."""
     ev = a.context.runtime
@@ -262,7 +266,9 @@ def evidence_lines(a: Assessment) -> list[str]:
     out = []
     if ev.profile is not None:
         p = ev.profile
-        size = f"{p.total / 1e6:,.2f} s" if p.unit == "us" else f"{p.total:,} samples"
+        size = _amount(p.total, p.unit)
+        if r.work_total is not None and r.work_total < p.total:
+            size += f", {_amount(r.work_total, p.unit)} without the imports"
         kind = "cProfile, by function" if p.kind == "cprofile" else "sampled, by line"
         which = (
             "which code ran (code it never entered does not count)"
