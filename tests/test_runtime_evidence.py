@@ -59,20 +59,26 @@ def finding(data: dict, code: str, line: int) -> dict:
     return next(f for f in data["findings"] if f["code"] == code and f["line"] == line)
 
 
-@pytest.fixture(scope="module")
-def profiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The example and its driver, run under the real cProfile: (tree, profile)."""
-    tree = tmp_path_factory.mktemp("profiled")
-    shutil.copy(EXAMPLES / "sync_in_loop.py", tree / "sync_in_loop.py")
-    (tree / "run.py").write_text(DRIVER)
-    profile = tree.parent / f"{tree.name}.prof"
+def run_under_cprofile(tree: Path, script: str, text: str) -> Path:
+    """Write `script` into `tree` and run it there under the real cProfile: the profile's path."""
+    (tree / script).write_text(text)
+    profile = tree.parent / f"{tree.name}-{script}.prof"
     subprocess.run(
-        [sys.executable, "-m", "cProfile", "-o", str(profile), "run.py"],
+        [sys.executable, "-m", "cProfile", "-o", str(profile), script],
         cwd=tree,
         check=True,
         capture_output=True,
         timeout=120,
     )
+    return profile
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The example and its driver, run under the real cProfile: (tree, profile)."""
+    tree = tmp_path_factory.mktemp("profiled")
+    shutil.copy(EXAMPLES / "sync_in_loop.py", tree / "sync_in_loop.py")
+    profile = run_under_cprofile(tree, "run.py", DRIVER)
     return tree, profile
 
 
@@ -142,17 +148,11 @@ def test_a_function_the_run_called_over_and_over_is_hot(tmp_path: Path) -> None:
     (tmp_path / "model.py").write_text(
         "import numpy as np\n\n\ndef rhs(t, y):\n    k = float(np.sum(y))\n    return -k * y\n"
     )
-    (tmp_path / "drive.py").write_text(
+    profile = run_under_cprofile(
+        tmp_path,
+        "drive.py",
         "import numpy as np\nfrom model import rhs\n\nhandlers = {'f': rhs}\n"
-        "y = np.ones(4)\nfor t in range(300):\n    y = y + 1e-3 * handlers['f'](t, y)\n"
-    )
-    profile = tmp_path.parent / f"{tmp_path.name}.prof"
-    subprocess.run(
-        [sys.executable, "-m", "cProfile", "-o", str(profile), "drive.py"],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-        timeout=120,
+        "y = np.ones(4)\nfor t in range(300):\n    y = y + 1e-3 * handlers['f'](t, y)\n",
     )
     static = report(tmp_path)
     assert not any(f["code"] == "R104" and f["file"] == "model.py" for f in static["findings"])
@@ -339,25 +339,12 @@ def test_saved_results_are_never_reused_across_evidence(profiled: tuple[Path, Pa
     assert counted()  # the cached results of the run without a profile, not the last one
 
 
-def _profile(tree: Path, script: str, text: str) -> Path:
-    (tree / script).write_text(text)
-    profile = tree.parent / f"{tree.name}-{script}.prof"
-    subprocess.run(
-        [sys.executable, "-m", "cProfile", "-o", str(profile), script],
-        cwd=tree,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return profile
-
-
 def gate(data: dict, number: int) -> dict:
     return next(g for g in data["gates"] if g["gate"] == number)
 
 
 def test_gate_5_fails_when_the_run_is_spent_at_host_touchpoints(tmp_path: Path) -> None:
-    profile = _profile(
+    profile = run_under_cprofile(
         tmp_path,
         "dump.py",
         "import numpy as np\n\n\ndef main():\n    a = np.random.default_rng(0).standard_normal((300, 20))\n"
@@ -369,7 +356,7 @@ def test_gate_5_fails_when_the_run_is_spent_at_host_touchpoints(tmp_path: Path) 
 
 
 def test_gate_5_passes_on_array_work_and_leaves_the_imports_out(tmp_path: Path) -> None:
-    profile = _profile(
+    profile = run_under_cprofile(
         tmp_path,
         "work.py",
         "import numpy as np\n\n\ndef main():\n    a = np.ones((400, 400))\n    for _ in range(40):\n"

@@ -461,6 +461,12 @@ def test_speedscope_time_units_become_microseconds(tmp_path: Path) -> None:
     assert profile.lines == (("app.py", 10, 2, 3002), ("lib/work.py", 5, 3000, 3000))
 
 
+def read_evented(tmp_path: Path, events: list[dict], unit: str, end: int) -> Profile:
+    """The profile of one evented speedscope profile from 0 to `end`."""
+    evented = {"type": "evented", "unit": unit, "startValue": 0, "endValue": end, "events": events}
+    return read_profile(write(tmp_path, speedscope([evented])))
+
+
 def test_speedscope_evented(tmp_path: Path) -> None:
     events = [
         {"type": "O", "frame": 0, "at": 0},
@@ -472,22 +478,7 @@ def test_speedscope_evented(tmp_path: Path) -> None:
         {"type": "C", "frame": 1, "at": 9},
         {"type": "O", "frame": 1, "at": 10},  # left open: runs until endValue
     ]
-    profile = read_profile(
-        write(
-            tmp_path,
-            speedscope(
-                [
-                    {
-                        "type": "evented",
-                        "unit": "microseconds",
-                        "startValue": 0,
-                        "endValue": 12,
-                        "events": events,
-                    }
-                ]
-            ),
-        )
-    )
+    profile = read_evented(tmp_path, events, "microseconds", 12)
     assert (profile.unit, profile.total) == ("us", 12)
     # own: app.py:10 in [0, 2) and [9, 10); work.py:5 in [2, 3), [7, 9) and [10, 12); inner in [3, 7)
     assert profile.lines == (("app.py", 10, 3, 12), ("lib/work.py", 5, 5, 9), ("lib/work.py", 7, 4, 4))
@@ -500,14 +491,7 @@ def test_speedscope_evented_recursion_counts_once(tmp_path: Path) -> None:
         {"type": "C", "frame": 0, "at": 3},
         {"type": "C", "frame": 0, "at": 4},
     ]
-    profile = read_profile(
-        write(
-            tmp_path,
-            speedscope(
-                [{"type": "evented", "unit": "none", "startValue": 0, "endValue": 4, "events": events}]
-            ),
-        )
-    )
+    profile = read_evented(tmp_path, events, "none", 4)
     assert profile.lines == (("app.py", 10, 4, 4),)
 
 
