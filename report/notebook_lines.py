@@ -16,6 +16,7 @@ import itertools
 import json
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 # The line breaks facts.notebook splits a cell's source at (Python's own).
@@ -96,13 +97,9 @@ class NotebookLines:
 def _object_members(text: str, at: int) -> dict[str, int]:
     """The members of the object at `at`: key -> offset of its value (the last of a repeated
     key, as json.loads keeps it)."""
-    if not text.startswith("{", at):
-        raise _Unreadable("not an object")
     members: dict[str, int] = {}
-    i = _skip_space(text, at + 1)
-    if text.startswith("}", i):
-        return members
-    while True:
+
+    def member(i: int) -> int:
         if not text.startswith('"', i):
             raise _Unreadable("an object key that is not a string")
         key, i = _string(text, i)
@@ -111,32 +108,41 @@ def _object_members(text: str, at: int) -> dict[str, int]:
             raise _Unreadable("no ':' after a key")
         value = _skip_space(text, i + 1)
         members[key] = value
-        i = _after_value(text, value)
-        if text.startswith(",", i):
-            i = _skip_space(text, i + 1)
-        elif text.startswith("}", i):
-            return members
-        else:
-            raise _Unreadable("an object not closed")
+        return _after_value(text, value)
+
+    _walk_items(text, at, "{}", "object", member)
+    return members
 
 
 def _array_items(text: str, at: int) -> list[int]:
     """The offsets of the items of the array at `at`."""
-    if not text.startswith("[", at):
-        raise _Unreadable("not an array")
     items: list[int] = []
-    i = _skip_space(text, at + 1)
-    if text.startswith("]", i):
-        return items
-    while True:
+
+    def item(i: int) -> int:
         items.append(i)
-        i = _after_value(text, i)
+        return _after_value(text, i)
+
+    _walk_items(text, at, "[]", "array", item)
+    return items
+
+
+def _walk_items(text: str, at: int, brackets: str, what: str, read: Callable[[int], int]) -> None:
+    """Call `read` on the offset of each item of the container at `at` (`brackets`: its opening
+    and closing characters); `read` returns the offset after the item."""
+    opening, closing = brackets
+    if not text.startswith(opening, at):
+        raise _Unreadable(f"not an {what}")
+    i = _skip_space(text, at + 1)
+    if text.startswith(closing, i):
+        return
+    while True:
+        i = read(i)
         if text.startswith(",", i):
             i = _skip_space(text, i + 1)
-        elif text.startswith("]", i):
-            return items
+        elif text.startswith(closing, i):
+            return
         else:
-            raise _Unreadable("an array not closed")
+            raise _Unreadable(f"an {what} not closed")
 
 
 def _string(text: str, at: int) -> tuple[str, int]:
