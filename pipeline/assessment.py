@@ -115,8 +115,6 @@ class RuntimeFindings:
     measured_split: tuple[int, int, int] | None = None
     work_total: int | None = None  # the profiled run without its imports, in the profile's unit
     stale_files: list[str] = field(default_factory=list)  # edited since the profiled run
-    never_ran: int = 0  # findings in code the profile says never ran
-    measured_hot: int = 0  # findings in code the profile measured hot
     confirmed: int = 0  # findings a Doctor check saw at runtime
     # Doctor diagnostics at assessed lines no finding stands for (check, file, line, description).
     doctor_only: list[tuple[str, str, int, str]] = field(default_factory=list)
@@ -364,10 +362,8 @@ def _finding_doctor(db: Database) -> dict[tuple[str, str, int], tuple[str, tuple
     for code, file, line, check in db.rows("doctor_confirms"):
         checks[(code, file, line)].add(check)
     out = {key: ("confirmed", tuple(sorted(found))) for key, found in checks.items()}
-    codes = dict(db.rows("doctor_check_code"))
-    for check, file, line in db.rows("doctor_adds"):
-        if check in codes:
-            out.setdefault((codes[check], file, line), ("added", (check,)))
+    for code, file, line, check in db.rows("doctor_finding"):
+        out.setdefault((code, file, line), ("added", (check,)))
     return out
 
 
@@ -426,19 +422,9 @@ def read_runtime(db: Database) -> RuntimeFindings:
     work = db.rows("work_total")
     r.work_total = work[0][0] if work else None
     r.stale_files = sorted(file for (file,) in db.rows("stale_profile_file"))
-    r.never_ran = len(db.rows("finding_never_ran"))
-    r.measured_hot = len(db.rows("finding_measured_hot"))
     r.confirmed = len({(c, f, line) for c, f, line, _ in db.rows("doctor_confirms")})
-    codes = dict(db.rows("doctor_check_code"))
-    words = {(p, line, k): text for p, line, k, text in db.rows("doctor_diagnostic")}
-    assessed = dict(db.rows("runtime_file"))
-    added = set(db.rows("doctor_adds"))
-    for path, line, check in sorted({(p, line, k) for p, line, k, _ in db.rows("doctor_diagnostic")}):
-        file = assessed.get(path)
-        if file is None:
-            r.doctor_elsewhere.append((path, line, check))
-        elif check not in codes and (check, file, line) in added:
-            r.doctor_only.append((check, file, line, words[(path, line, check)]))
+    r.doctor_only = sorted(db.rows("doctor_uncoded"))
+    r.doctor_elsewhere = sorted(db.rows("doctor_unassessed"))
     return r
 
 

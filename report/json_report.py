@@ -7,7 +7,7 @@ from typing import Any
 from .. import __version__
 from ..config.context import ContextValue
 from ..pipeline.assessment import Assessment, Finding, nothing_to_assess
-from .wording import fill_gate_reasons, verdict_reason
+from .wording import fill_gate_reasons, runtime_counts, verdict_reason
 
 SCHEMA = "cpq.report/1"
 
@@ -133,6 +133,7 @@ def _runtime_evidence(a: Assessment) -> dict[str, object]:
     """What was measured (null parts: not given)."""
     ev = a.context.runtime
     r = a.decision.runtime
+    counts = runtime_counts(a)
     profile: dict[str, object] | None = None
     if ev.profile is not None:
         split = r.measured_split
@@ -147,8 +148,8 @@ def _runtime_evidence(a: Assessment) -> dict[str, object]:
                 if split is not None
                 else None
             ),
-            "never_ran": r.never_ran,
-            "measured_hot": r.measured_hot,
+            "never_ran": counts.never_ran,
+            "measured_hot": counts.measured_hot,
             "stale_files": r.stale_files,
         }
     doctor: dict[str, object] | None = None
@@ -157,7 +158,7 @@ def _runtime_evidence(a: Assessment) -> dict[str, object]:
             "path": ev.doctor_path,
             "diagnostics": len(ev.doctor),
             "confirmed": r.confirmed,
-            "added": sum(1 for f in a.findings if f.doctor == "added"),
+            "added": counts.doctor_added,
             "without_code": [
                 {"check": check, "file": file, "line": line, "description": words}
                 for check, file, line, words in r.doctor_only

@@ -8,7 +8,15 @@ from .. import __version__
 from ..pipeline.assessment import Assessment, Finding
 from ..rules.registry import recipe_text, registry, step_order
 from .sketches import sketch
-from .wording import BETTER_TOOLS, evidence_lines, fill_gate_reasons, runtime_mark, thresholds, verdict_reason
+from .wording import (
+    BETTER_TOOLS,
+    evidence_lines,
+    fill_gate_reasons,
+    runtime_counts,
+    runtime_mark,
+    thresholds,
+    verdict_reason,
+)
 
 NONE = "None for this code."
 NA = "n/a — see verdict."
@@ -324,7 +332,7 @@ def _doctor_step(a: Assessment) -> str:
             "joins it to these findings."
         )
     r = a.decision.runtime
-    added = sum(1 for f in a.findings if f.doctor == "added")
+    added = runtime_counts(a).doctor_added
     return (
         f"The cuPyNumeric Doctor's report ({evidence.doctor_path}) is joined above: "
         f"{len(evidence.doctor)} diagnostic(s), {r.confirmed} confirming findings, {added} finding(s) "

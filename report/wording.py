@@ -6,6 +6,8 @@ the numbers the rules derived.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..pipeline.assessment import Assessment, Finding, Gate
 
 # What each verdict rule says, by the reason rules.dl gives it (verdict_reason); the numbers
@@ -255,6 +257,26 @@ def runtime_mark(f: Finding) -> str:
     return "; ".join(marks)
 
 
+@dataclass(frozen=True)
+class RuntimeCounts:
+    """The findings the runtime evidence moved, as every report counts them: those that could
+    count (not SCALES, not suppressed) in measured-hot code and in code that never ran, and
+    those only the Doctor saw."""
+
+    measured_hot: int
+    never_ran: int
+    doctor_added: int
+
+
+def runtime_counts(a: Assessment) -> RuntimeCounts:
+    weighed = [f for f in a.findings if f.kind != "SCALES" and not f.suppressed]
+    return RuntimeCounts(
+        measured_hot=sum(1 for f in weighed if f.runtime == "measured-hot"),
+        never_ran=sum(1 for f in weighed if f.runtime == "never-ran"),
+        doctor_added=sum(1 for f in a.findings if f.doctor == "added"),
+    )
+
+
 def _amount(value: int, unit: str) -> str:
     return f"{value / 1e6:,.2f} s" if unit == "us" else f"{value:,} samples"
 
@@ -275,12 +297,12 @@ def evidence_lines(a: Assessment) -> list[str]:
             if p.kind == "cprofile"
             else "where the time went (a sampled profile cannot show what never ran)"
         )
-        # SCALES findings never count: the words are about the ones that could.
-        weighed = [f for f in a.findings if f.kind != "SCALES" and not f.suppressed]
-        hot_count = sum(1 for f in weighed if f.runtime == "measured-hot")
-        never_count = sum(1 for f in weighed if f.runtime == "never-ran")
-        hot = f"; {hot_count} finding(s) in measured-hot code come first" if hot_count else ""
-        never = f"; {never_count} finding(s) in code that never ran are not counted" if never_count else ""
+        counts = runtime_counts(a)
+        hot = never = ""
+        if counts.measured_hot:
+            hot = f"; {counts.measured_hot} finding(s) in measured-hot code come first"
+        if counts.never_ran:
+            never = f"; {counts.never_ran} finding(s) in code that never ran are not counted"
         out.append(
             f"Measured by the profile {ev.profile_path} ({kind}, {size}): {which}, the functions "
             f"called over and over (hot whatever calls them), Gate 5's share of time{hot}{never}."
@@ -295,7 +317,7 @@ def evidence_lines(a: Assessment) -> list[str]:
             )
     if ev.doctor is not None:
         elsewhere = f", {len(r.doctor_elsewhere)} in files not assessed" if r.doctor_elsewhere else ""
-        added = sum(1 for f in a.findings if f.doctor == "added") + len(r.doctor_only)
+        added = runtime_counts(a).doctor_added + len(r.doctor_only)
         out.append(
             f"Measured by the cuPyNumeric Doctor ({ev.doctor_path}): {len(ev.doctor)} diagnostic(s); "
             f"{r.confirmed} finding(s) confirmed at runtime, {added} seen at runtime only{elsewhere}."
