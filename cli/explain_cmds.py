@@ -103,7 +103,8 @@ def _assessment(
     path: Path, context: Context, rules: Path | None, cache_dir: Path | None, no_cache: bool
 ) -> Assessment:
     """The assessment, as `cpq assess` with the same cache options would make it: reused from
-    the results it saved when nothing changed."""
+    the results it saved when nothing changed.  Its report is not read back (findings,
+    decision): `why` and `query` read what they need from the database."""
     from ..engine import DatalogError
     from ..pipeline.assessment import assess, assess_cached
 
@@ -115,9 +116,9 @@ def _assessment(
     try:
         config = load_config(path)
         if no_cache:
-            result = assess(path, context, rules, use_cache=False, config=config)
+            result = assess(path, context, rules, use_cache=False, config=config, report=False)
         else:
-            result = assess_cached(path, context, rules, cache_dir=cache_dir, config=config)
+            result = assess_cached(path, context, rules, cache_dir=cache_dir, config=config, report=False)
     except DatalogError as exc:
         usage_error(str(exc))
     if state.verbose:
@@ -317,7 +318,6 @@ def _headline(result: Assessment, kind: str, roots: list) -> list[str]:  # type:
     from ..explain.targets import code_titles
 
     assert result.db is not None
-    reported = {(f.code, f.file, f.line): f.location for f in result.findings}
     out = []
     for root in roots:
         values = root.values
@@ -329,7 +329,7 @@ def _headline(result: Assessment, kind: str, roots: list) -> list[str]:  # type:
             where = "" if function == "<module>" else f" in {function}"
             about = f": {title} ({code_kind})" if title else ""
             # As the reports write it: a notebook's cell and line, not the joined module's.
-            location = reported.get((code, file, line), f"{file}:{line}")
+            location = result.where(file, line)
             out.append(f"{code} at {location}{where}{about}")
         elif kind == "verdict":
             verdict, rule = values
@@ -374,14 +374,14 @@ def _suppression_note(result: Assessment, code: str, file: str, line: int) -> st
     """One line when the finding is suppressed by a `# cpq: ignore` comment, else ''."""
     from ..config.suppress import find_suppression
 
-    finding = next((f for f in result.findings if (f.code, f.file, f.line) == (code, file, line)), None)
-    if finding is None or not finding.suppressed:
+    assert result.db is not None
+    if (code, file, line) not in set(result.db.rows("suppressed")):
         return ""
     found = find_suppression((code, file, line), result.suppressions)
     how = f"`# {found.describe()}`" if found is not None else "a `# cpq: ignore` comment"
     reason = f" ({found.reason})" if found is not None and found.reason else ""
     return (
-        f"{code} at {finding.location} is suppressed by {how}{reason}: it is left out of the report "
+        f"{code} at {result.where(file, line)} is suppressed by {how}{reason}: it is left out of the report "
         "(--show-suppressed lists it) and of the verdict."
     )
 

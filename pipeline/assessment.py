@@ -198,6 +198,7 @@ def assess(
     warn: Callable[[str], None] | None = None,
     members: list[Path] | None = None,
     respect_gitignore: bool = True,
+    report: bool = True,
 ) -> Assessment:
     """Assess a file or tree. With `use_cache`, through the caches (cache/): the store in
     PATH/.cpq (or `cache_dir`) and the user cache.  `warn` takes one line about a cache that
@@ -207,7 +208,10 @@ def assess(
     .gitignore files ignore.
 
     `keep_database=False`: the caller needs the findings, gates and verdict only, so results
-    just saved to the store are not opened again (`result.db` is then None)."""
+    just saved to the store are not opened again (`result.db` is then None).
+
+    `report=False`: the caller reads the database itself (why, query), so the report's parts
+    (findings, notes, the decision) are not read back from it (`read_report` does it later)."""
     shown = progress or Progress.silent()
     warn = warn or (lambda line: shown.say(f"cpq: {line}"))
     try:
@@ -222,14 +226,14 @@ def assess(
         if cache is None:
             found = evaluate(inputs, lambda: new_database(program, context, inputs), None, jobs, shown)
             shown.phase("reading results")
-            read_back(result, found, inputs)
+            read_back(result, found, inputs, report)
             result.db = found.db
         else:
             try:
                 found = cache.evaluate(program, context, config, inputs, jobs, shown)
                 # Read while the evaluated database is open and in memory, before it is saved.
                 shown.phase("reading results")
-                read_back(result, found, inputs)
+                read_back(result, found, inputs, report)
                 shown.phase("saving results")
                 result.db = cache.keep(found, program, reopen=keep_database)
             finally:
@@ -264,10 +268,9 @@ def nothing_to_assess(a: Assessment, shown: str = "") -> str:
     return f"{files} under {where} skipped: {first.relpath}: {first.reason}{more}"
 
 
-def read_back(result: Assessment, found: Evaluation, inputs: Inputs) -> None:
-    """Fill `result` from the evaluated database (the same whichever way it came)."""
-    from ..config.suppress import match_suppressions
-
+def read_back(result: Assessment, found: Evaluation, inputs: Inputs, report: bool = True) -> None:
+    """Fill `result` from the evaluated database (the same whichever way it came); the report's
+    parts only with `report`."""
     db = found.db
     source_files = sorted(db.rows("source_file"))
     result.files = [file for file, _, _ in source_files]
@@ -280,10 +283,18 @@ def read_back(result: Assessment, found: Evaluation, inputs: Inputs) -> None:
     result.notebooks = inputs.notebooks
     result.ignored = inputs.ignored
     result.partial = partial_files(db.rows("partial_file"), inputs, result.files)
+    result.suppressions = inputs.suppressions
+    if report:
+        read_report(result, db)
+
+
+def read_report(result: Assessment, db: Database) -> None:
+    """The report's parts of `result`: findings, notes, blind spots and the decision."""
+    from ..config.suppress import match_suppressions
+
     result.findings = read_findings(db, result)
     keys = [(f.code, f.file, f.line) for f in result.findings]
-    _, result.unused_suppressions = match_suppressions(keys, inputs.suppressions)
-    result.suppressions = inputs.suppressions
+    _, result.unused_suppressions = match_suppressions(keys, result.suppressions)
     result.audit_notes = [
         AuditNote(kind, file, line, func, result.source_line(file, line))
         for kind, file, line, func in db.rows("audit_note")
@@ -434,6 +445,7 @@ def assess_cached(
     rules_path: Path | None = None,
     cache_dir: Path | None = None,
     config: Config | None = None,
+    report: bool = True,
 ) -> Assessment:
     """An assessment whose database is reused from `.cpq/` when nothing changed (why, query)."""
-    return assess(path, context, rules_path, cache_dir=cache_dir, use_cache=True, config=config)
+    return assess(path, context, rules_path, cache_dir=cache_dir, use_cache=True, config=config, report=report)
