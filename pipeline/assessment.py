@@ -448,4 +448,6 @@ def assess_cached(
     report: bool = True,
 ) -> Assessment:
     """An assessment whose database is reused from `.cpq/` when nothing changed (why, query)."""
-    return assess(path, context, rules_path, cache_dir=cache_dir, use_cache=True, config=config, report=report)
+    return assess(
+        path, context, rules_path, cache_dir=cache_dir, use_cache=True, config=config, report=report
+    )
