@@ -152,12 +152,15 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
         node, pnode = stack.pop()
         out = pnode.children
         parent_line = pnode.line
+        # The children of a node on one line are on that line: their ranges, a native call
+        # each (most nodes are in one-line expressions), are not read.
+        one_line = parent_line == pnode.end_line
         for child in node.children():
             kind = child.kind()
             if kind in one_line_leaves:
-                # Names and numbers, a third of all nodes: read with two calls each.
+                # Names and numbers, a third of all nodes: read with one or two calls each.
                 text = child.text()
-                line = child.range().start.line + 1
+                line = parent_line if one_line else child.range().start.line + 1
                 out.append(PNode(kind, line, line, True, text))
                 if not text:  # zero-width: tree-sitter put in a MISSING name
                     errors.append((line, line))
@@ -170,11 +173,12 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
                 if kind in kept:
                     out.append(PNode(kind, parent_line, parent_line, False, None))
                 continue
-            crng = child.range()
-            start = crng.start
-            end = crng.end
-            line = start.line + 1
-            end_line = end.line + 1
+            if one_line:
+                line = end_line = parent_line
+            else:
+                crng = child.range()
+                line = crng.start.line + 1
+                end_line = crng.end.line + 1
             if kind == "string":
                 text = child.text()
                 quote = _plain_string_quote(text)
@@ -191,10 +195,11 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
                 errors.append((line, end_line))
             elif kind in _PYTHON2_KINDS and not _chevron_print(kind, child):
                 python2.append(line)
-            pchild = PNode(kind, line, end_line, True, child.text() if kind in text_kinds else None)
+            text = child.text() if kind in text_kinds else None
+            pchild = PNode(kind, line, end_line, True, text)
             out.append(pchild)
             if kind not in leaf_kinds and not child.is_leaf():
                 stack.append((child, pchild))
-            elif start.index == end.index and kind != "block":
-                errors.append((line, line))
+            elif kind != "block" and (text if text is not None else child.text()) == "":
+                errors.append((line, line))  # zero-width: a MISSING node
     return top
