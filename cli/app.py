@@ -270,7 +270,7 @@ def assess(
     if write_baseline is not None:
         check_writable(write_baseline, "--write-baseline")
     check_jobs(jobs)
-    config = load_config(path)
+    config = load_config(path, rules)
     context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor)
     if fix or diff or unsafe_fixes:
         from .fix_cmd import run_fix

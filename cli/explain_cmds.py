@@ -114,7 +114,7 @@ def _assessment(
         usage_error(f"{rules}: no such rules file")
     started = time.perf_counter()
     try:
-        config = load_config(path)
+        config = load_config(path, rules)
         if no_cache:
             result = assess(path, context, rules, use_cache=False, config=config, report=False)
         else:
@@ -196,7 +196,9 @@ def why(
             target = parse_file_line(operands[1])
         except TargetError as exc:
             usage_error(str(exc))
-    context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor)
+    context = build_context(
+        load_config(path, rules), elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor
+    )
     result = _assessment(path, context, rules, cache_dir, no_cache)
     from ..rules.program import load_program
 
@@ -507,7 +509,9 @@ def query(
     for warning in warnings:
         typer.echo(f"cpq: warning: {warning}", err=True)
     sql = _sorted_sql(compiled.sql, compiled.columns, sort) if sort else compiled.sql
-    context = build_context(load_config(path), elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor)
+    context = build_context(
+        load_config(path, rules), elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor
+    )
     result = _assessment(path, context, rules, cache_dir, no_cache)
     db = result.db
     assert db is not None

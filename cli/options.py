@@ -120,16 +120,25 @@ def check_input_path(path: Path) -> None:
         usage_error(f"{path}: {problem}")
 
 
-def load_config(path: Path) -> Config:
+def load_config(path: Path, rules: Path | None = None) -> Config:
     """`[tool.cpq]` of the nearest pyproject.toml (defaults when there is none), once `path` is
     known to be a file or a folder (a pipe, a device, a symlink loop is a usage error: every
-    command reads its configuration before it reads PATH)."""
+    command reads its configuration before it reads PATH).  The codes it lists are those of
+    the shipped rules, or of the `rules` file (a team's T001 beside the R-codes)."""
     from ..config.project import ConfigError, config_for
 
     check_input_path(path)
+    codes = None
+    if rules is not None:
+        from ..engine import DatalogError
+        from ..rules.catalogue import catalogue_rows
 
+        try:
+            codes = [row[0] for row in catalogue_rows(rules)]
+        except (DatalogError, OSError):
+            pass  # the rules file's own error is reported where it is read
     try:
-        return config_for(path)
+        return config_for(path, codes)
     except ConfigError as exc:
         usage_error(str(exc))
 

@@ -87,7 +87,8 @@ class Config:
 
     def code_enabled(self, code: str, relpath: str | None = None) -> bool:
         """Whether findings of `code` in the file at `relpath` are reported."""
-        if not _selected(code, self.select or ["R"], self.ignore):
+        # Without `select`, every code is on: the shipped R-codes and a --rules file's own.
+        if not _selected(code, self.select or [""], self.ignore):
             return False
         if relpath is not None:
             for pattern, codes in self.per_file_ignores.items():
@@ -148,9 +149,12 @@ def find_pyproject(path: Path) -> Path | None:
     return None
 
 
-def load_config(path: Path) -> Config:
-    """Read `[tool.cpq]` from the pyproject.toml at `path`; an absent table gives the defaults."""
+def load_config(path: Path, codes: Iterable[str] | None = None) -> Config:
+    """Read `[tool.cpq]` from the pyproject.toml at `path`; an absent table gives the defaults.
+    The codes it lists are checked against `codes`, those of the rules to run (by default the
+    shipped catalogue; with a --rules file, its own codes too)."""
     name = str(path)
+    known = known_codes() if codes is None else frozenset(codes)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -179,7 +183,7 @@ def load_config(path: Path) -> Config:
             raise ConfigError(f"{name}: [tool.cpq] {raw_key!r} and {seen[key]!r} are the same key")
         seen[key] = raw_key
         attr, expected = _KEYS[key]
-        setattr(config, attr, _checked(name, raw_key, key, value, expected))
+        setattr(config, attr, _checked(name, raw_key, key, value, expected, known))
     return config
 
 
@@ -194,13 +198,14 @@ def _toml_error(message: str, text: str) -> str:
     return f"at line {len(lines)}, column {len(lines[-1]) + 1} (end of file): {what}"
 
 
-def config_for(path: Path) -> Config:
-    """The configuration that applies to an assessment of `path` (defaults when there is none)."""
+def config_for(path: Path, codes: Iterable[str] | None = None) -> Config:
+    """The configuration that applies to an assessment of `path` (defaults when there is none);
+    `codes` as for load_config."""
     found = find_pyproject(path)
-    return load_config(found) if found is not None else Config()
+    return load_config(found, codes) if found is not None else Config()
 
 
-def _checked(name: str, raw_key: str, key: str, value: Any, expected: str) -> Any:
+def _checked(name: str, raw_key: str, key: str, value: Any, expected: str, known: frozenset[str]) -> Any:
     def bad(detail: str = "") -> ConfigError:
         got = type(value).__name__
         return ConfigError(
@@ -252,13 +257,13 @@ def _checked(name: str, raw_key: str, key: str, value: Any, expected: str) -> An
                     f"{name}: [tool.cpq] {raw_key} {glob!r} must be a list of strings, "
                     f"got {type(codes).__name__}"
                 )
-            out[glob] = _codes(name, f"{raw_key} {glob!r}", codes)
+            out[glob] = _codes(name, f"{raw_key} {glob!r}", codes, known)
         _checked_globs(name, raw_key, out)
         return out
     if not _str_list(value):
         raise bad()
     if key in ("select", "ignore"):
-        return _codes(name, raw_key, value)
+        return _codes(name, raw_key, value, known)
     _checked_globs(name, raw_key, value)
     return list(value)
 
@@ -272,14 +277,15 @@ def known_codes() -> frozenset[str]:
     return frozenset(row[0] for row in catalogue_rows())
 
 
-def _codes(name: str, where: str, codes: Iterable[str]) -> list[str]:
+def _codes(name: str, where: str, codes: Iterable[str], known: frozenset[str]) -> list[str]:
+    """The codes or prefixes listed, each a prefix of a `known` code (those of the rules run)."""
     out = []
     for raw in codes:
         code = raw.strip().upper()
-        if not re.fullmatch(r"R\d{0,3}", code) or not any(k.startswith(code) for k in known_codes()):
+        if not re.fullmatch(r"[A-Z]+\d{0,3}", code) or not any(k.startswith(code) for k in known):
             raise ConfigError(
                 f"{name}: [tool.cpq] {where}: unknown code {raw!r} "
-                "(use an R-code such as R104, or a prefix such as R1; `cpq rules` lists them)"
+                "(use a code such as R104, or a prefix such as R1; `cpq rules` lists them)"
             )
         out.append(code)
     return out

@@ -18,6 +18,7 @@ from ..config.project import Config
 from ..engine import Database, DatalogError
 from ..facts import Skipped
 from ..facts.discover import DEFAULT_MAX_FILE_SIZE, EXCLUDED
+from ..rules.catalogue import program_codes
 from ..rules.program import load_program
 from .cache.facade import Cache
 from .progress import Progress
@@ -220,7 +221,10 @@ def assess(
         shown.phase("reading the rules")
         program = load_program(rules_path)
         shown.phase("discovering files")
-        inputs = discover(path, config, max_file_size, members=members, respect_gitignore=respect_gitignore)
+        codes = [row[0] for row in program_codes(program)]
+        inputs = discover(
+            path, config, max_file_size, members=members, respect_gitignore=respect_gitignore, codes=codes
+        )
         cache = Cache.open(path, cache_dir, warn) if use_cache else None
         result = Assessment(root=path, context=context)
         if cache is None:

@@ -88,9 +88,12 @@ def discover(
     *,
     members: list[Path] | None = None,
     respect_gitignore: bool = True,
+    codes: list[str] | None = None,
 ) -> Inputs:
     """The files under `root` (with `members`, under those paths relative to it only), read.
-    With `respect_gitignore`, what .gitignore files ignore is left out (facts.gitignore)."""
+    With `respect_gitignore`, what .gitignore files ignore is left out (facts.gitignore).
+    `codes`: those of the rules to evaluate (rules.catalogue.program_codes), which a bare
+    `# cpq: ignore` and [tool.cpq] select / ignore apply to; by default the shipped ones."""
     from ..config.suppress import suppressions_by_file
 
     found: list[SourceText | Skipped] = []
@@ -106,8 +109,10 @@ def discover(
         if item.notebook is not None:
             inputs.notebooks[item.relpath] = item.notebook
     inputs.suppressions = suppressions_by_file(inputs.sources)
-    inputs.suppressed_rows = _suppression_facts(inputs.suppressions)
-    inputs.disabled_rows = _disabled_facts(root, inputs, config)
+    if codes is None:
+        codes = [row[0] for row in catalogue_rows()]
+    inputs.suppressed_rows = _suppression_facts(inputs.suppressions, codes)
+    inputs.disabled_rows = _disabled_facts(root, inputs, config, codes)
     return inputs
 
 
@@ -156,8 +161,9 @@ def _excluder(root: Path, config: Config) -> Callable[[str], bool] | None:
     return excluded
 
 
-def _suppression_facts(suppressions: dict[str, list[Suppression]]) -> list[tuple[str, str, int]]:
-    codes = [row[0] for row in catalogue_rows()]
+def _suppression_facts(
+    suppressions: dict[str, list[Suppression]], codes: list[str]
+) -> list[tuple[str, str, int]]:
     rows = []
     for file, entries in suppressions.items():
         for s in entries:
@@ -166,11 +172,12 @@ def _suppression_facts(suppressions: dict[str, list[Suppression]]) -> list[tuple
     return rows
 
 
-def _disabled_facts(root: Path, inputs: Inputs, config: Config | None) -> list[tuple[str, str]]:
+def _disabled_facts(
+    root: Path, inputs: Inputs, config: Config | None, codes: list[str]
+) -> list[tuple[str, str]]:
     if config is None or not (config.select or config.ignore or config.per_file_ignores):
         return []
     base = root if root.is_dir() else root.parent
-    codes = [row[0] for row in catalogue_rows()]
     rows = []
     for item in inputs.texts:
         target = base / item.relpath if root.is_dir() else root

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..engine import Const
+from ..engine import Const, Program
 from .program import load_program
 
 
 def catalogue_rows(rules_path: Path | None = None) -> list[tuple[str, str, str, str]]:
-    program = load_program(rules_path)
+    return program_codes(load_program(rules_path))
+
+
+def program_codes(program: Program) -> list[tuple[str, str, str, str]]:
+    """The (code, kind, title, recipe) of each code_info fact of `program`: the shipped
+    catalogue, with a --rules file's own codes (T001, ...) when it adds some."""
     rows = []
     for fact in program.facts:
         if fact.atom.relation == "code_info":

@@ -213,6 +213,41 @@ def test_a_team_code_is_reported_in_markdown_json_and_sarif_and_counts(tmp_path:
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == INV_LINE
 
 
+@pytest.mark.parametrize(
+    ("comment", "config"),
+    [
+        ("  # cpq: ignore", ""),
+        ("  # cpq: ignore[T001]", ""),
+        ("", '[tool.cpq]\nignore = ["T001"]\n'),
+        ("", '[tool.cpq]\nper-file-ignores = {"hot.py" = ["T"]}\n'),
+    ],
+    ids=["bare ignore", "ignore[T001]", "config ignore", "per-file prefix"],
+)
+def test_a_team_code_is_silenced_like_a_built_in_one(tmp_path: Path, comment: str, config: str) -> None:
+    lines = HOT_INV.splitlines()
+    lines[INV_LINE - 1] += comment
+    root, team = _project(tmp_path, "\n".join(lines) + "\n"), _team(tmp_path)
+    if config:
+        (root / "pyproject.toml").write_text(config)
+    out = _invoke(["assess", str(root), "--rules", str(team), "--no-cache", "-f", "json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    t001 = [f for f in report["findings"] if f["code"] == "T001"]
+    if comment:  # suppressed: listed as such, never counted
+        assert [(f["suppressed"], f["counts_for_verdict"]) for f in t001] == [(True, False)]
+    else:  # turned off: not a finding at all
+        assert t001 == []
+    assert report["verdict"] == "READY"
+
+
+def test_a_team_code_in_the_configuration_needs_its_rules_file(tmp_path: Path) -> None:
+    root, team = _project(tmp_path), _team(tmp_path)
+    (root / "pyproject.toml").write_text('[tool.cpq]\nignore = ["T001"]\n')
+    out = _invoke(["assess", str(root), "--no-cache"])
+    assert out.exit_code == 2 and "ignore: unknown code 'T001'" in out.stderr, out.output
+    assert _invoke(["assess", str(root), "--rules", str(team), "--no-cache"]).exit_code == 0
+
+
 def test_why_a_team_code_cites_the_team_file(tmp_path: Path) -> None:
     root, team, cache = _project(tmp_path), _team(tmp_path), tmp_path / "cache"
     assert _invoke(["assess", str(root), "--rules", str(team), "--cache-dir", str(cache)]).exit_code == 0
