@@ -411,8 +411,14 @@ def _why_not(
     codes = known_codes(db)
     if code not in codes:
         raise TargetError(f"unknown code {code!r}; known codes: {', '.join(codes)}")
+    from ..explain.spans import AssessedSources
+
     analyzer = WhyNotAnalyzer(
-        db, program, source_line=result.source_line, max_depth=3 if depth is None else depth
+        db,
+        program,
+        source_line=result.source_line,
+        max_depth=3 if depth is None else depth,
+        sources=AssessedSources.of(result),
     )
     answer = analyzer.finding(code, file, line)
     if format is WhyFormat.json:

@@ -40,7 +40,7 @@ def expand(
     if node.kind in ("derived", "fact", "input", "ref") and node.relation is not None:
         full = Prover(db, program, source_line=source_line, sources=sources)
         return [full.prove(node.relation, node.values)]
-    analyzer = WhyNotAnalyzer(db, program, source_line=source_line)
+    analyzer = WhyNotAnalyzer(db, program, source_line=source_line, sources=sources)
     if node.kind == "absent" and node.relation is not None:
         rel = program.relations[node.relation]
         args: tuple[Term, ...] = tuple(

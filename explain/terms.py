@@ -1,12 +1,13 @@
 """Rendering values, tuples and literals in Soufflé syntax, with variables replaced by values.
 
 Node ids print as `n812` so that they read as references, not as quantities; -1 (absent) stays.
+Where the code of each node is known (`cpq why not`), a `NodeNamer` prints it instead.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from ..engine import (
     Aggregate,
@@ -26,8 +27,11 @@ from ..engine import (
 from ..facts.schema import NO_NODE
 from .bodysql import Value
 
+# How a node id is shown (e.g. by its code, `abs(lam - lam_old)`); None when it cannot be.
+NodeNamer = Callable[[int], str | None]
 
-def show_value(value: object, is_node: bool = False) -> str:
+
+def show_value(value: object, is_node: bool = False, name_node: NodeNamer | None = None) -> str:
     if value is None:
         return "_"
     if isinstance(value, str):
@@ -35,7 +39,8 @@ def show_value(value: object, is_node: bool = False) -> str:
     if isinstance(value, bool):
         return str(int(value))
     if is_node and isinstance(value, int) and value != NO_NODE:
-        return f"n{value}"
+        named = name_node(value) if name_node is not None else None
+        return named or f"n{value}"
     return repr(value) if isinstance(value, float) else str(value)
 
 
@@ -48,43 +53,54 @@ def bound_value(term: object, binding: Mapping[str, Value]) -> Value | None:
     return None
 
 
-def show_tuple(relation: str, values: tuple, node_columns: Collection[int] = ()) -> str:
-    args = ", ".join(show_value(v, i in node_columns) for i, v in enumerate(values))
+def show_tuple(
+    relation: str, values: tuple, node_columns: Collection[int] = (), name_node: NodeNamer | None = None
+) -> str:
+    args = ", ".join(show_value(v, i in node_columns, name_node) for i, v in enumerate(values))
     return f"{relation}({args})"
 
 
-def show_term(term: Term, binding: Mapping[str, Value], nodes: Collection[str] = ()) -> str:
+def show_term(
+    term: Term, binding: Mapping[str, Value], nodes: Collection[str] = (), name_node: NodeNamer | None = None
+) -> str:
     """A term with bound variables replaced by their values; unbound ones keep their name."""
     match term:
         case Var(name=name):
             if name in binding:
-                return show_value(binding[name], name in nodes)
+                return show_value(binding[name], name in nodes, name_node)
             return "_" if name.startswith("$") else name
         case Wildcard():
             return "_"
         case Const():
             return str(term)
         case BinOp(op=op, left=left, right=right):
-            return f"({show_term(left, binding, nodes)} {op} {show_term(right, binding, nodes)})"
+            shown = (show_term(left, binding, nodes, name_node), show_term(right, binding, nodes, name_node))
+            return f"({shown[0]} {op} {shown[1]})"
         case UnaryMinus(operand=operand):
-            return f"-{show_term(operand, binding, nodes)}"
+            return f"-{show_term(operand, binding, nodes, name_node)}"
         case Call(name=name, args=args):
-            return f"{name}({', '.join(show_term(a, binding, nodes) for a in args)})"
+            return f"{name}({', '.join(show_term(a, binding, nodes, name_node) for a in args)})"
         case Aggregate():
             return str(term)  # its variables are local to it
     return str(term)
 
 
-def show_literal(lit: Literal, binding: Mapping[str, Value], nodes: Collection[str] = ()) -> str:
+def show_literal(
+    lit: Literal,
+    binding: Mapping[str, Value],
+    nodes: Collection[str] = (),
+    name_node: NodeNamer | None = None,
+) -> str:
     match lit:
         case Atom(relation=relation, args=args, negated=negated):
             bang = "!" if negated else ""
-            return f"{bang}{relation}({', '.join(show_term(a, binding, nodes) for a in args)})"
+            return f"{bang}{relation}({', '.join(show_term(a, binding, nodes, name_node) for a in args)})"
         case Constraint(name=name, args=args, negated=negated):
             bang = "!" if negated else ""
-            return f"{bang}{name}({', '.join(show_term(a, binding, nodes) for a in args)})"
+            return f"{bang}{name}({', '.join(show_term(a, binding, nodes, name_node) for a in args)})"
         case Comparison(op=op, left=left, right=right):
-            return f"{show_term(left, binding, nodes)} {op} {show_term(right, binding, nodes)}"
+            shown = (show_term(left, binding, nodes, name_node), show_term(right, binding, nodes, name_node))
+            return f"{shown[0]} {op} {shown[1]}"
         case BoolLit():
             return str(lit)
     return str(lit)

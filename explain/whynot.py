@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..engine import (
     Aggregate,
@@ -36,6 +37,9 @@ from ..facts.schema import INPUT_RELATIONS, NO_NODE
 from .bodysql import BodyQuery, Value, literal
 from .locations import Location, Locator, node_variables
 from .terms import bound_value, first_sentence, show_literal, show_tuple, show_value
+
+if TYPE_CHECKING:
+    from .spans import AssessedSources
 
 
 @dataclass(slots=True)
@@ -72,6 +76,8 @@ class WhyNot:
 MAX_CAUSE_RULES = 4
 # Solutions of a rule prefix read to tell determined variables from open ones.
 SAMPLE = 50
+# A node shown by its code is cut to this many characters.
+CODE_WIDTH = 40
 
 
 def _type_of(value: Value) -> str:
@@ -87,14 +93,25 @@ class WhyNotAnalyzer:
         source_line: Callable[[str, int], str] | None = None,
         max_depth: int = 3,
         locator: Locator | None = None,
+        sources: AssessedSources | None = None,
     ) -> None:
-        """`locator`: one a Prover already holds (its locations are looked up once)."""
+        """`locator`: one a Prover already holds (its locations are looked up once).  With
+        `sources` (the text each file was assessed from), nodes are shown by their code, with
+        their column, and notebook lines by cell."""
         self.con = db.con
         self.program = program or db.program
-        self.locator = locator or Locator(self.con, self.program, source_line)
+        self.locator = locator or Locator(self.con, self.program, source_line, sources)
         self.max_depth = max_depth
         self.queries = 0  # SQL statements run, for the benchmark
         self._line_nodes: set[Value] = set()  # the nodes on the line a finding was expected at
+
+    def _name(self, node_id: int) -> str | None:
+        """A node by its code, `abs(lam - lam_old)`, where its text is known (else its id)."""
+        loc = self.locator.node(node_id)
+        if loc is None or not loc.code:
+            return None
+        code = " ".join(loc.code.split())
+        return f"`{code if len(code) <= CODE_WIDTH else code[: CODE_WIDTH - 1] + '…'}`"
 
     # -- one rule --------------------------------------------------------------------------
 
@@ -117,9 +134,9 @@ class WhyNotAnalyzer:
             failing = order[k - 1]
             # Only values every solution of the prefix agrees on are written into the literal.
             determined = {name: values[0] for name, values in known.items() if len(values) == 1}
-            result.satisfied = [show_literal(lit, determined, nodes) for lit in order[: k - 1]]
+            result.satisfied = [show_literal(lit, determined, nodes, self._name) for lit in order[: k - 1]]
             result.binding = determined
-            result.failing = show_literal(failing, determined, nodes)
+            result.failing = show_literal(failing, determined, nodes, self._name)
             first = k == 1
             result.message = self._explain(failing, determined, known, nodes, first, capped)
             self._instead(result, failing, determined, nodes)
@@ -128,7 +145,7 @@ class WhyNotAnalyzer:
             return result
         determined = {name: values[0] for name, values in known.items() if len(values) == 1}
         result.binding = determined
-        result.message = f"holds: {show_literal(rule.head, determined, nodes)}"
+        result.message = f"holds: {show_literal(rule.head, determined, nodes, self._name)}"
         return result
 
     def _instead(
@@ -152,7 +169,9 @@ class WhyNotAnalyzer:
                 found = self._first_row(failing.relation, fixed)
         if found is not None:
             result.instead_values = found
-            result.instead = show_tuple(failing.relation, found, self.locator.columns.get(rel.name, ()))
+            result.instead = show_tuple(
+                failing.relation, found, self.locator.columns.get(rel.name, ()), self._name
+            )
 
     def _first_row(self, relation: str, fixed: Mapping[int, Value]) -> tuple | None:
         rel = self.program.relations[relation]
@@ -234,7 +253,7 @@ class WhyNotAnalyzer:
         first: bool,
         capped: bool,
     ) -> str:
-        shown = show_literal(lit, binding, nodes)
+        shown = show_literal(lit, binding, nodes, self._name)
         open_vars = [
             v.name for v in literal_vars(lit, into_aggregates=False) if len(known.get(v.name, ())) > 1
         ]
@@ -258,12 +277,12 @@ class WhyNotAnalyzer:
                 lines.append(f"{lit.relation}: {doc}")
         elif isinstance(lit, Atom):
             blocker = self._blocker(lit, binding)
-            text = f"needs absent: {show_literal(Atom(lit.relation, lit.args), binding, nodes)}"
+            text = f"needs absent: {show_literal(Atom(lit.relation, lit.args), binding, nodes, self._name)}"
             if blocker is not None:
                 cols = self.locator.columns.get(lit.relation, ())
                 loc = self.locator.tuple_location(lit.relation, blocker)
                 where = f" — {loc}  {loc.source}".rstrip() if loc else ""
-                text += f", but {show_tuple(lit.relation, blocker, cols)} holds{where}"
+                text += f", but {show_tuple(lit.relation, blocker, cols, self._name)} holds{where}"
             lines.append(text)
         elif isinstance(lit, Comparison) and isinstance(lit.right, Aggregate):
             lines.append(f"needs {shown}: the aggregate has another value here")
@@ -271,7 +290,7 @@ class WhyNotAnalyzer:
             lines.append(f"needs {show_literal(lit, {})}, but {shown} is false")
         for name in open_vars:
             values = sorted(known[name])  # type: ignore[type-var]
-            listed = ", ".join(show_value(v, name in nodes) for v in values[:6])
+            listed = ", ".join(show_value(v, name in nodes, self._name) for v in values[:6])
             count = f"{len(values)}{'+' if capped else ''}"
             more = f", … ({count} values)" if len(values) > 6 or capped else ""
             lines.append(f"where {name} is any of {listed}{more}")
@@ -285,7 +304,8 @@ class WhyNotAnalyzer:
                     loc = self.locator.node(value)
                     if loc is not None:
                         kind = f" ({loc.kind})" if loc.kind else ""
-                        return f" — {show_value(value, True)}{kind} at {loc}  {loc.source}".rstrip()
+                        shown = show_value(value, True, self._name)
+                        return f" — {shown}{kind} at {loc.position}  {loc.source}".rstrip()
         return ""
 
     def _blocker(self, lit: Atom, binding: Mapping[str, Value]) -> tuple | None:
@@ -302,17 +322,25 @@ class WhyNotAnalyzer:
 
     # -- findings --------------------------------------------------------------------------
 
+    def _candidate(self, node_id: int, kind: str) -> str:
+        """A node of the line: `abs(lam - lam_old)` (call, column 12), or n812 call."""
+        named = self._name(node_id)
+        if named is None:
+            return f"{show_value(node_id, True)} {kind}"
+        loc = self.locator.node(node_id)
+        column = f", column {loc.column}" if loc is not None and loc.column is not None else ""
+        return f"{named} ({kind}{column})"
+
     def finding(self, code: str, file: str, line: int) -> WhyNot:
         """Why there is no finding `code` at file:line."""
         exists = self.con.execute(
             'SELECT count(*) FROM "finding" WHERE "code" = ? AND "file" = ? AND "line" = ?',
             [code, file, line],
         ).fetchone()
-        source = self.locator.source_line(file, line)
-        location = Location(file, line, source)
+        location = self.locator.at(file, line)
         if exists and exists[0]:
             return WhyNot(
-                f"{code} at {file}:{line} is a finding; `cpq why {code} {file}:{line}` shows its proof",
+                f"{code} at {location} is a finding; `cpq why {code} {location}` shows its proof",
                 location,
                 exists=True,
             )
@@ -321,11 +349,12 @@ class WhyNotAnalyzer:
             'WHERE s."file" = ? AND n."line" = ? ORDER BY n."n"',
             [file, line],
         ).fetchall()
-        answer = WhyNot(f"no {code} finding at {file}:{line}", location)
+        answer = WhyNot(f"no {code} finding at {location}", location)
         if not candidates:
             answer.summary += ": no statement or expression starts on that line"
             return answer
-        shown = ", ".join(f"n{n} {kind}" for n, kind in candidates[:12])
+        self.locator.prefetch(n for n, _ in candidates[:12])
+        shown = ", ".join(self._candidate(n, kind) for n, kind in candidates[:12])
         answer.candidates = shown + (f", … ({len(candidates)} in all)" if len(candidates) > 12 else "")
         ids = [n for n, _ in candidates]
         self._line_nodes = set(ids)

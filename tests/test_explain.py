@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -320,7 +321,11 @@ def test_cli_why_not(tree: Path) -> None:
     assert out.stdout.startswith("no R110 finding at particle_loop.py:18")
     assert 'R110 needs array_builtin("builtins.abs"): no such fact' in out.stdout
     data = runner.invoke(app, ["why", "not", "R104", "sync_in_loop.py:31", str(tree), "-f", "json"])
-    assert json.loads(data.stdout)["rules"][0]["failing"].startswith("hot(n")
+    # A node is shown by its code: the call at sync_in_loop.py:31, not its internal id.
+    assert json.loads(data.stdout)["rules"][0]["failing"] == "hot(`float(np.max(np.abs(x)))`)"
+    text = runner.invoke(app, ["why", "not", "R104", "sync_in_loop.py:31", str(tree)]).stdout
+    assert "`float(np.max(np.abs(x)))` (call, column 12)" in text
+    assert re.search(r"\bn\d+", text) is None, text
 
 
 def test_cli_query_formats_and_errors(tree: Path) -> None:

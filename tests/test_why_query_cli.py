@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -116,6 +117,10 @@ def test_why_accepts_a_notebook_location_as_reported(tmp_path: Path) -> None:
     assert "v.sum().item()  — converts an array to a host value" in why.stdout
     why_not = _invoke(["why", "not", "R101", where, str(root), "--no-cache"])
     assert why_not.exit_code == 0, why_not.output
+    # Where the reports put it, the nodes by their code and column, no internal ids.
+    assert why_not.stdout.startswith("no R101 finding at analysis.ipynb:cell 3:line 4\n")
+    assert "`v.sum().item()` (call, column 18)" in why_not.stdout
+    assert re.search(r"\bn\d+", why_not.stdout) is None, why_not.stdout
 
     missing = _invoke(["why", "R104", "analysis.ipynb:cell 3:line 9", str(root), "--no-cache"])
     assert missing.exit_code == 2
