@@ -402,6 +402,36 @@ def blind(items, n):
     return a
 """
 
+# A range loop's variable and enumerate's count are ints, even beside an array in arithmetic;
+# np.ndindex yields index tuples, not an array to iterate.
+LOOP_COUNTERS = """\
+import numpy as np
+
+
+def cosine_sum(M, a):
+    fac = np.linspace(-np.pi, np.pi, M)
+    w = np.zeros(M)
+    for k in range(a.shape[0]):
+        w += a[k] * np.cos(k * fac)  # reject: R007
+    for j, c in enumerate(a):
+        w = w + a[j] * fac  # reject: R007
+    return w
+
+
+def positions(a, lo):
+    for i in np.ndindex(a.shape):  # reject: R103
+        a[i] = 0.0
+    return a[a > lo]  # expect: R007
+
+
+def masked(a, m):
+    a = np.asarray(a)
+    keep = a > m
+    for step in range(3):
+        a = a + a[keep]  # expect: R007
+    return a
+"""
+
 # No array work in this file; its loops are not counted as blind spots.
 PLAIN = """\
 def names(items):
@@ -425,6 +455,7 @@ PROJECT = {
     "callbacks.py": CALLBACKS,
     "ufuncs.py": UFUNCS,
     "blind_spots.py": BLIND_SPOTS,
+    "loop_counters.py": LOOP_COUNTERS,
     "plain.py": PLAIN,
 }
 
