@@ -195,11 +195,11 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
                 errors.append((line, end_line))
             elif kind in _PYTHON2_KINDS and not _chevron_print(kind, child):
                 python2.append(line)
-            text = child.text() if kind in text_kinds else None
-            pchild = PNode(kind, line, end_line, True, text)
+            kept_text = child.text() if kind in text_kinds else None
+            pchild = PNode(kind, line, end_line, True, kept_text)
             out.append(pchild)
             if kind not in leaf_kinds and not child.is_leaf():
                 stack.append((child, pchild))
-            elif kind != "block" and (text if text is not None else child.text()) == "":
+            elif kind != "block" and (kept_text if kept_text is not None else child.text()) == "":
                 errors.append((line, line))  # zero-width: a MISSING node
     return top
