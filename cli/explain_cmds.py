@@ -42,6 +42,7 @@ from .options import (
 
 if TYPE_CHECKING:
     from ..config.context import Context
+    from ..config.project import Config
     from ..engine import Database, DatalogError, Program
     from ..explain.targets import Target
     from ..pipeline.assessment import Assessment
@@ -100,7 +101,7 @@ QUERY_HELP = (
 
 
 def _assessment(
-    path: Path, context: Context, rules: Path | None, cache_dir: Path | None, no_cache: bool
+    path: Path, context: Context, config: Config, rules: Path | None, cache_dir: Path | None, no_cache: bool
 ) -> Assessment:
     """The assessment, as `cpq assess` with the same cache options would make it: reused from
     the results it saved when nothing changed.  Its report is not read back (findings,
@@ -114,7 +115,6 @@ def _assessment(
         usage_error(f"{rules}: no such rules file")
     started = time.perf_counter()
     try:
-        config = load_config(path, rules)
         if no_cache:
             result = assess(path, context, rules, use_cache=False, config=config, report=False)
         else:
@@ -196,13 +196,11 @@ def why(
             target = parse_file_line(operands[1])
         except TargetError as exc:
             usage_error(str(exc))
-    context = build_context(
-        load_config(path, rules), elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor
-    )
-    result = _assessment(path, context, rules, cache_dir, no_cache)
-    from ..rules.program import load_program
-
-    program = load_program(rules)  # the one evaluated: `_rule` indices refer to its rules
+    config = load_config(path, rules)
+    context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor)
+    result = _assessment(path, context, config, rules, cache_dir, no_cache)
+    assert result.db is not None
+    program = result.db.program  # the one evaluated: `_rule` indices refer to its rules
     started = time.perf_counter()
     try:
         if kind == "not":
@@ -515,10 +513,9 @@ def query(
     for warning in warnings:
         typer.echo(f"cpq: warning: {warning}", err=True)
     sql = _sorted_sql(compiled.sql, compiled.columns, sort) if sort else compiled.sql
-    context = build_context(
-        load_config(path, rules), elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor
-    )
-    result = _assessment(path, context, rules, cache_dir, no_cache)
+    config = load_config(path, rules)
+    context = build_context(config, elements, gpus, nodes, gpu, cpu_only, pattern, profile, doctor)
+    result = _assessment(path, context, config, rules, cache_dir, no_cache)
     db = result.db
     assert db is not None
 

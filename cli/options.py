@@ -131,10 +131,11 @@ def load_config(path: Path, rules: Path | None = None) -> Config:
     codes = None
     if rules is not None:
         from ..engine import DatalogError
-        from ..rules.catalogue import catalogue_rows
+        from ..rules.catalogue import code_names
+        from ..rules.program import load_program
 
         try:
-            codes = [row[0] for row in catalogue_rows(rules)]
+            codes = code_names(load_program(rules))
         except (DatalogError, OSError):
             pass  # the rules file's own error is reported where it is read
     try:

@@ -12,7 +12,7 @@ from ..config.project import Config
 from ..pipeline.assessment import Assessment
 from ..pipeline.progress import Progress
 from ..pipeline.run import discover
-from ..rules.catalogue import program_codes
+from ..rules.catalogue import code_names
 from ..rules.program import load_program
 from .check import Findings, assess_inputs, failures, fixed_texts, with_texts
 from .edits import overlaps
@@ -39,7 +39,7 @@ def plan_fixes(
 ) -> FixRun:
     """The fixes for the findings under `path` that survive re-assessment (see check.py)."""
     program = load_program(None)
-    inputs = discover(path, config, codes=[row[0] for row in program_codes(program)])
+    inputs = discover(path, config, codes=code_names(program))
     run = FixRun(path, dict(inputs.sources), {s.relpath: s.sha for s in inputs.texts})
     result = assess_inputs(path, context, program, inputs, progress)
     try:

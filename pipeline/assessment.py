@@ -18,7 +18,7 @@ from ..config.project import Config
 from ..engine import Database, DatalogError
 from ..facts import Skipped
 from ..facts.discover import DEFAULT_MAX_FILE_SIZE, EXCLUDED
-from ..rules.catalogue import program_codes
+from ..rules.catalogue import code_names
 from ..rules.program import load_program
 from .cache.facade import Cache
 from .progress import Progress
@@ -221,7 +221,7 @@ def assess(
         shown.phase("reading the rules")
         program = load_program(rules_path)
         shown.phase("discovering files")
-        codes = [row[0] for row in program_codes(program)]
+        codes = code_names(program)
         inputs = discover(
             path, config, max_file_size, members=members, respect_gitignore=respect_gitignore, codes=codes
         )

@@ -28,7 +28,8 @@ from ..facts.gitignore import GitIgnore
 from ..facts.node_ids import MAX_NODES, file_bases
 from ..facts.packing import FactSet, max_unpacked, unpack_facts
 from ..facts.schema import INPUT_RELATIONS
-from ..rules.catalogue import catalogue_rows
+from ..rules.catalogue import code_names
+from ..rules.program import load_program
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def discover(
             inputs.notebooks[item.relpath] = item.notebook
     inputs.suppressions = suppressions_by_file(inputs.sources)
     if codes is None:
-        codes = [row[0] for row in catalogue_rows()]
+        codes = code_names(load_program())
     inputs.suppressed_rows = _suppression_facts(inputs.suppressions, codes)
     inputs.disabled_rows = _disabled_facts(root, inputs, config, codes)
     return inputs

@@ -13,6 +13,11 @@ def catalogue_rows(rules_path: Path | None = None) -> list[tuple[str, str, str, 
     return program_codes(load_program(rules_path))
 
 
+def code_names(program: Program) -> list[str]:
+    """The codes of `program`'s code_info facts (R104, ..., a --rules file's T001)."""
+    return [code for code, _, _, _ in program_codes(program)]
+
+
 def program_codes(program: Program) -> list[tuple[str, str, str, str]]:
     """The (code, kind, title, recipe) of each code_info fact of `program`: the shipped
     catalogue, with a --rules file's own codes (T001, ...) when it adds some."""
