@@ -23,6 +23,7 @@ A line that is no glob (an unterminated `[`) is skipped, as git skips it.
 
 from __future__ import annotations
 
+import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,15 @@ class _Group:
     strip: int = 0
 
 
+def repository_root(start: Path) -> Path | None:
+    """The nearest folder at or above `start` (absolute, symlinks kept) holding `.git`."""
+    here = Path(os.path.abspath(start))
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
 class GitIgnore:
     """The ignore files that apply in one folder of a walk (`entering` gives a subfolder's)."""
 
@@ -61,15 +71,11 @@ class GitIgnore:
     def above(cls, root: Path) -> GitIgnore:
         """The ignore files of the repository above the walk's root folder `root` (not
         `root`'s own .gitignore: `entering(root, "")` adds it)."""
-        here = Path(root).absolute()
-        folders = []
-        for folder in (here, *here.parents):
-            folders.append(folder)
-            if (folder / ".git").exists():
-                break
-        else:
+        here = Path(os.path.abspath(root))
+        top = repository_root(here)
+        if top is None:
             return cls()  # not in a repository: the .gitignore files of the tree only
-        top = folders[-1]
+        folders = [here, *here.parents][: len(here.parts) - len(top.parts) + 1]  # here up to top
         groups = []
         exclude = _info_exclude(top / ".git")
         below_top = here.relative_to(top).as_posix()

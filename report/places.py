@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..facts.gitignore import repository_root
 from ..pipeline.assessment import Assessment, Finding
 from .notebook_lines import NotebookLines
 
@@ -44,15 +45,6 @@ class Place:
         if self.cell is not None:
             return f"{self.shown}:{self.cell_label}"
         return f"{self.shown}:{self.line}:{self.column or 1}"
-
-
-def repository_root(start: Path) -> Path | None:
-    """The nearest folder at or above `start` (absolute, symlinks kept) holding `.git`."""
-    here = Path(os.path.abspath(start))
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return folder
-    return None
 
 
 def assessed_folder(root: Path) -> Path:
