@@ -379,6 +379,25 @@ def test_a_small_trees_results_file_starts_as_a_copy_of_the_tables_template(
     assert len(list((tmp_path / "cache" / "cpq").glob("tables-*.duckdb"))) == 1
 
 
+def test_a_large_trees_results_file_has_small_blocks_too(tree: Path, tmp_path: Path, monkeypatch) -> None:
+    """DuckDB gives each table a block of its own: with its 256 KiB blocks, NumPy's results took
+    120 MB instead of 72, which every edit copies, checks and seals again."""
+    import duckdb
+
+    from cpq.pipeline.cache import facade
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(facade, "SMALL_TREE_BYTES", 0)  # every tree is a large one
+    result = assess(tree, use_cache=True, keep_database=False)
+    assert result.how == "evaluated"
+    assert not list((tmp_path / "cache").glob("cpq/tables-*.duckdb"))  # made, not copied
+    (saved,) = (tree / ".cpq").glob("results-*.duckdb")
+    with duckdb.connect(str(saved), read_only=True) as con:
+        (block_size,) = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
+    assert block_size == facade.SMALL_BLOCK_SIZE
+    assert _key(assess(tree, use_cache=True, keep_database=False)) == _key(result)
+
+
 def test_the_user_cache_keeps_the_most_recently_used_entries(tmp_path: Path, monkeypatch) -> None:
     import os
 
