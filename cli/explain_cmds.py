@@ -87,7 +87,7 @@ QUERY_HELP = (
     "Before the body, the text may define relations of its own: `.decl` lines, rules and facts "
     "in Soufflé syntax, recursion included, which read the assessment's relations, e.g. "
     "cpq query '.decl reaches(f: number, g: number) "
-    "reaches(F, G) :- calls_function(C, G), node(C, _, F, _). "
+    "reaches(F, G) :- calls_function(C, G), node(C, _, F, _, _). "
     "reaches(F, H) :- reaches(F, G), reaches(G, H). reaches(F, G)' src/ "
     "(which function reaches which through calls). "
     "--file Q.dl reads the text from a file: declarations and rules, then the body to answer "

@@ -1,7 +1,7 @@
 """Soufflé's `inline` relations: a use in a rule body is replaced by the bodies of the
 relation's rules, so the relation itself is never stored.
 
-`loc(N, F, L, Q) :- node(N, _, S, L), scope(S, _, Q, F, _, _).` names every node's location:
+`loc(N, F, L, Q) :- node(N, _, S, L, _), scope(S, _, Q, F, _, _).` names every node's location:
 stored, it is the largest derived relation (three million tuples on SciPy + Astropy) for the
 few hundred findings that read it.  Declared `inline`, each rule that reads it joins node and
 scope itself.

@@ -54,10 +54,11 @@ _EXTRACTED: dict[str, tuple[str, str]] = {
     "param_default": ("f:node, name:symbol, e:node", "The default value expression of a parameter."),
     "decorator": ("f:node, e:node", "A decorator expression on a function or class."),
     "node": (
-        "n:node, kind:symbol, scope:node, line:number",
-        "Every statement and expression node: its kind, enclosing scope and line.",
+        "n:node, kind:symbol, scope:node, line:number, stmt:node",
+        "Every statement and expression node: its kind, enclosing scope and line, and the\n"
+        "statement an expression belongs to (-1 for a statement, and for a decorator or default\n"
+        "value outside any statement; rules read it as stmt_of).",
     ),
-    "stmt_of": ("e:node, s:node", "The statement an expression belongs to."),
     "innermost_loop": (
         "n:node, l:node",
         "The innermost loop of the same scope whose body holds node n.",

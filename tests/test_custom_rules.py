@@ -65,8 +65,8 @@ CALLS = textwrap.dedent(
 # Which function reaches which through calls: a recursive definition over the saved results.
 REACHES = (
     ".decl reaches(g: number, f: number)\n"
-    "reaches(G, F) :- calls_function(C, F), node(C, _, G, _).\n"
-    "reaches(G, H) :- reaches(G, F), calls_function(C, H), node(C, _, F, _).\n"
+    "reaches(G, F) :- calls_function(C, F), node(C, _, G, _, _).\n"
+    "reaches(G, H) :- reaches(G, F), calls_function(C, H), node(C, _, F, _, _).\n"
     ".decl reaches_name(caller: symbol, callee: symbol)\n"
     "reaches_name(A, B) :- reaches(G, H), scope(G, _, A, _, _, _), scope(H, _, B, _, _, _).\n"
     "reaches_name(From, To)"
@@ -351,24 +351,25 @@ def test_a_query_file_holds_definitions_then_the_body(tmp_path: Path) -> None:
             "q.dl:1:7: relation 'finding' is already declared: it is a relation of the rules (rules/",
         ),
         (
-            'finding("T", "f.py", 1, "g") :- node(_, _, _, _).\nfinding(C, F, L, _)\n',
+            'finding("T", "f.py", 1, "g") :- node(_, _, _, _, _).\nfinding(C, F, L, _)\n',
             "q.dl:1:1: 'finding' is a relation of the rules (rules/findings.dl:",
         ),
         (
-            ".decl r(x: number)\nr(X) :- node(X, _, _, _), !r(X).\nr(X)\n",
-            "q.dl:2:28: recursion through negation: 'r' depends on 'r' through negation",
+            ".decl r(x: number)\nr(X) :- node(X, _, _, _, _), !r(X).\nr(X)\n",
+            "q.dl:2:31: recursion through negation: 'r' depends on 'r' through negation",
         ),
         (
             ".decl r(x: number)\nr(X) :- node(X, _, _).\nr(X)\n",
-            "q.dl:2:9: arity mismatch: 'node' has 4 column(s)",
+            "q.dl:2:9: arity mismatch: 'node' has 5 column(s)",
         ),
         (
-            ".decl r(x: number)\nr(X) :- node(X, _, _, _)\nr(X)\n",
-            "q.dl:2:24: unexpected end of input; expected '.'",
+            ".decl r(x: number)\nr(X) :- node(X, _, _, _, _)\nr(X)\n",
+            "q.dl:2:27: unexpected end of input; expected '.'",
         ),
         (
-            ".decl reaches(g: number, f: number)\nreaches(G, F) :- calls_function(C, F), node(C, _, G, _).\n",
-            "q.dl:2:57: no body to answer after the definitions: end the query with one, e.g. reaches(G, F)",
+            ".decl reaches(g: number, f: number)\n"
+            "reaches(G, F) :- calls_function(C, F), node(C, _, G, _, _).\n",
+            "q.dl:2:60: no body to answer after the definitions: end the query with one, e.g. reaches(G, F)",
         ),
     ],
 )
@@ -393,12 +394,12 @@ def test_query_definitions_on_the_command_line_show_the_error_under_the_line(tmp
 
 def test_query_definitions_warn_of_variables_used_once(tmp_path: Path) -> None:
     root = _project(tmp_path, CALLS, "calls.py")
-    text = ".decl r(x: number) r(X) :- node(X, Kind, _, _). r(X), X = R104"
+    text = ".decl r(x: number) r(X) :- node(X, Kind, _, _, _). r(X), X = R104"
     out = _invoke(["-q", "query", text, str(root), "--no-cache"])
     assert out.exit_code == 0, out.output
     assert out.stderr == (
         "cpq: warning: query:1:36: variable 'Kind' is used only once in this clause; write _\n"
-        'cpq: warning: query:1:59: R104 is a variable here (it matches anything); write "R104" for the code\n'
+        'cpq: warning: query:1:62: R104 is a variable here (it matches anything); write "R104" for the code\n'
     )
 
 

@@ -22,11 +22,11 @@ def rel(rows: Rows, name: str) -> list[tuple]:
 
 
 def line_of(rows: Rows) -> dict[int, int]:
-    return {n: line for n, _kind, _scope, line in rel(rows, "node")}
+    return {n: line for n, _kind, _scope, line, _stmt in rel(rows, "node")}
 
 
 def kind_of(rows: Rows) -> dict[int, str]:
-    return {n: kind for n, kind, _scope, _line in rel(rows, "node")}
+    return {n: kind for n, kind, _scope, _line, _stmt in rel(rows, "node")}
 
 
 def callees(rows: Rows) -> list[tuple[int, str]]:
@@ -444,9 +444,12 @@ def test_stmt_of_links_expressions_to_their_statement() -> None:
         """
     )
     [(stmt, _t, value, _op)] = rel(rows, "assign")
-    stmt_of = dict(rel(rows, "stmt_of"))
+    stmt_of = {n: s for n, _kind, _scope, _line, s in rel(rows, "node")}
     assert stmt_of[value] == stmt
-    assert all(s == stmt for s in stmt_of.values())
+    # The statements themselves (the def, the assignment) and the parameter belong to none.
+    [(function, *_)] = rel(rows, "function_def")
+    assert stmt_of[stmt] == stmt_of[function] == -1
+    assert all(s in (stmt, -1) for s in stmt_of.values())
 
 
 # -- constants ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ def facts(code: str) -> Rows:
 
 
 def line(rows: Rows, n: int) -> int:
-    return {node: ln for node, _kind, _scope, ln in rows["node"]}[n]
+    return {node: ln for node, _kind, _scope, ln, _stmt in rows["node"]}[n]
 
 
 def reaching_lines(rows: Rows, name: str) -> dict[int, set[int]]:

@@ -220,7 +220,7 @@ def check_facts(result: FileFacts, relpath: str) -> None:
                     assert isinstance(value, str), (name, col.name, row)
                 else:
                     assert isinstance(value, int), (name, col.name, row)
-    for _n, _kind, scope, line in rows.get("node", []):
+    for _n, _kind, scope, line, _stmt in rows.get("node", []):
         assert scope in scopes, f"node scope {scope} is no scope"
         assert 1 <= line <= max(result.lines, 1) + 1, (line, result.lines)
     for s, parent in rows.get("scope_parent", []):

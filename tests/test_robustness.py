@@ -474,7 +474,7 @@ def test_hostile_tree_partial_file_keeps_the_facts_of_its_intact_parts(hostile) 
     partial = {p["file"]: p["reason"] for p in report["files"]["partial"]}
     assert list(partial) == ["syntax_error.py"], partial
     assert "SyntaxError" in partial["syntax_error.py"]
-    query = 'call(C, _, "numpy.ones"), node(C, _, S, L), scope(S, _, _, "syntax_error.py", _, _)'
+    query = 'call(C, _, "numpy.ones"), node(C, _, S, L, _), scope(S, _, _, "syntax_error.py", _, _)'
     proc = run_cpq("query", query, root, "--format", "json", cwd=root.parent)
     assert_ok(proc)
     assert [row["L"] for row in json.loads(proc.stdout)] == [7]  # in the loop after the broken def

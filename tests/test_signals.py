@@ -35,7 +35,7 @@ PHASE_TIMEOUT_S = 120.0
 # of the nodes on their line numbers that finds nothing.
 SLOW_RULE = """
 .decl cpq_slow_join(a: number)
-cpq_slow_join(A) :- node(A, _, _, L), node(B, _, _, L), node(C, _, _, L), A + B + C = -1.
+cpq_slow_join(A) :- node(A, _, _, L, _), node(B, _, _, L, _), node(C, _, _, L, _), A + B + C = -1.
 """
 
 

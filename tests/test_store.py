@@ -262,7 +262,7 @@ def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch
 
     import cpq.facts.packing as packing
 
-    rows = {"source_file": [("a.py", "a", 3)], "node": [(0, "module", 0, 1), (1, "call", 0, 2)]}
+    rows = {"source_file": [("a.py", "a", 3)], "node": [(0, "module", 0, 1, -1), (1, "call", 0, 2, 0)]}
     codecs = {}
     with_zstd = packing._zstd() is not None
     for codec in ("zstd", "zlib") if with_zstd else ("zlib",):

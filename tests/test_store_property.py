@@ -304,11 +304,11 @@ CONTEXT_VALUES: dict[str, list[str | None]] = {
 # (query, its variables that hold node ids)
 QUERIES: list[tuple[str, tuple[str, ...]]] = [
     ("finding(C, F, L, Fn)", ()),
-    ("call(C, Fn, Callee), node(C, K, S, L)", ("C", "Fn", "S")),
-    ("node(N, K, S, L)", ("N", "S")),
+    ("call(C, Fn, Callee), node(C, K, S, L, _)", ("C", "Fn", "S")),
+    ("node(N, K, S, L, _)", ("N", "S")),
     ("hot_function(G), function_def(G, Name, Q)", ("G",)),
     ("scope(S, K, Q, F, L, E)", ("S",)),
-    ("innermost_loop(N, Lp), node(N, K, S, L)", ("N", "Lp", "S")),
+    ("innermost_loop(N, Lp), node(N, K, S, L, _)", ("N", "Lp", "S")),
     ("source_file(F, M, L)", ()),
     ("finding_hot(C, F, L), finding_counts(C, F, L)", ()),
     ("suppressed(C, F, L)", ()),

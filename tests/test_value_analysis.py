@@ -641,7 +641,7 @@ def test_size_from_call_site_constants_not_from_a_plot(tmp_path: Path) -> None:
     assert elements["where"].startswith("main.py:")
 
 
-LOOP_FILES = "loop(L, _, _, _, _), node(L, _, S, _), scope(S, _, _, F, _, _)"
+LOOP_FILES = "loop(L, _, _, _, _), node(L, _, S, _, _), scope(S, _, _, F, _, _)"
 
 
 def test_pure_python_grid_beside_array_code_is_assessed(tmp_path: Path) -> None:
