@@ -106,7 +106,7 @@ def _check_spans(result: Assessment, file: str) -> int:
     a span for each id, starting on the node's line."""
     found = file_spans(file, result.sources[file])
     assert found is not None, file
-    ran = sorted((n, kind, line) for n, kind, _scope, line in found.nodes)
+    ran = sorted((n, kind, line) for n, kind, _scope, line, _stmt in found.nodes)
     assert ran == _db_nodes(result, file), file
     normal = extract_source(SourceText(file, result.sources[file]))
     assert not isinstance(normal, type(None)) and found.nodes == normal.rows["node"]  # type: ignore[union-attr]
@@ -263,7 +263,8 @@ def test_a_notebook_proof_shows_cells_and_lines(tmp_path: Path) -> None:
     assert "analysis.ipynb:cell 3:line 5  v.sum().item()  — converts an array" in why.stdout
     assert 'finding("R104", "analysis.ipynb"' in why.stdout
     assert "— analysis.ipynb:cell 3:line 5  total.append(v.sum().item())" in why.stdout
-    loop = "— analysis.ipynb:cell 3:line 5  v.sum().item(); l → analysis.ipynb:cell 3:line 3  for i in range("
+    # Column 18: the proof locates another node on that line too (the statement, column 5).
+    loop = "— analysis.ipynb:cell 3:line 5:18  v.sum().item(); l → analysis.ipynb:cell 3:line 3  for i in"
     assert loop in why.stdout
     assert f"analysis.ipynb:{item_line} " not in why.stdout  # never the joined module's line
 
