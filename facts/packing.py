@@ -59,8 +59,8 @@ def rows_to_columns(rows: Rows) -> Columns:
     return out
 
 
-# The codec (b"Z" zstd, b"D" zlib) and the uncompressed size, which zstd's decompressor wants
-# first.
+# The codec (b"Z" zstd, b"D" zlib, b"R" none) and the uncompressed size, which zstd's
+# decompressor wants first.
 _HEADER = struct.Struct("<cQ")
 _MAX_RATIO = 1000  # more than facts ever compress by: a larger size is a damaged header
 # No file's facts come near this: a larger size is a damaged header, refused before allocating.
@@ -94,14 +94,30 @@ def warm_codec() -> None:
     _zstd()
 
 
-def pack_facts(rows: Rows, node_count: int, lines: int, *, use_zstd: bool = True) -> bytes:
-    """One file's facts, compact, and in the form the loader wants.  Compressed with zstd at
-    level 1 (about 6x, as zlib's fastest level, at 2.5 times its speed, and 1.8 times its speed
-    to decompress): the store then writes and reads a sixth of the bytes.  Without `use_zstd`,
-    or without pyarrow (whose zstd this is), with zlib's fastest level: for a few small files,
-    importing pyarrow would cost more than zstd saves."""
+def pack_facts(
+    rows: Rows, node_count: int, lines: int, *, compress: bool = True, use_zstd: bool = True
+) -> bytes:
+    """One file's facts, compact, and in the form the loader wants; with `compress`, compressed
+    as `compress_packed` does (without it, as the workers hand them over: see facts.parallel)."""
     columns = rows_to_columns(rows)
     payload = marshal.dumps((columns, node_count, lines))
+    if not compress:
+        return _HEADER.pack(b"R", len(payload)) + payload
+    return _compressed(payload, use_zstd)
+
+
+def compress_packed(data: bytes, *, use_zstd: bool = True) -> bytes:
+    """Packed facts compressed (as they are, if they are already), for the fact store: with zstd
+    at level 1 (about 6x, as zlib's fastest level, at 2.5 times its speed, and 1.8 times its speed
+    to decompress), the store then writes and reads a sixth of the bytes.  Without `use_zstd`,
+    or without pyarrow (whose zstd this is), with zlib's fastest level: for a few small files,
+    importing pyarrow would cost more than zstd saves."""
+    if data[:1] != b"R":
+        return data
+    return _compressed(memoryview(data)[_HEADER.size :], use_zstd)
+
+
+def _compressed(payload: bytes | memoryview, use_zstd: bool) -> bytes:
     zstd = _zstd() if use_zstd else None
     if zstd is None:  # or no pyarrow, or one built without zstd
         return _HEADER.pack(b"D", len(payload)) + zlib.compress(payload, 1)
@@ -123,10 +139,13 @@ def unpack_facts(
     if size > _MAX_RATIO * (len(data) - header) + 4096 or size > min(max_size, MAX_UNPACKED_BYTES):
         raise ValueError("not packed facts: bad size")
     zstd = _zstd() if codec == b"Z" else None
-    if codec != b"D" and zstd is None:
+    if codec not in (b"D", b"R") and zstd is None:
         raise ValueError(f"not packed facts: codec {codec!r} not available")
+    payload: bytes | memoryview
     try:
-        if zstd is not None:
+        if codec == b"R":
+            payload = memoryview(data)[header:]
+        elif zstd is not None:
             payload = zstd.decompress(data[header:], decompressed_size=size, asbytes=True)
         else:
             payload = zlib.decompress(data[header:], bufsize=size)
@@ -134,7 +153,10 @@ def unpack_facts(
         raise ValueError(f"not packed facts: {exc}") from None
     if len(payload) != size:
         raise ValueError("not packed facts: bad size")
-    columns, node_count, lines = marshal.loads(payload)
+    try:
+        columns, node_count, lines = marshal.loads(payload)
+    except (EOFError, TypeError, ValueError) as exc:  # no marshal data, or not three values
+        raise ValueError(f"not packed facts: {exc}") from None
     if not isinstance(columns, dict) or not isinstance(node_count, int) or not isinstance(lines, int):
         raise ValueError("not packed facts")
     if not verify:

@@ -1,7 +1,9 @@
 """Extract many files: cached facts first, the rest in worker processes.
 
-Workers return each file's facts packed with `marshal` (compact, fast to move
-between processes and to store in the cache as is).
+Workers return each file's facts packed with `marshal` (compact, fast to move between
+processes), uncompressed: compressing them was a tenth of a worker's time, spent while every
+core is busy; the fact store compresses what it keeps at the end of the run instead, while
+the report is made and a core is idle (see FactStore.compress_pending).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from functools import partial
 from typing import Protocol
 
 from . import Skipped, SourceText, extract_source, line_count
@@ -46,12 +47,12 @@ def _without_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _extract_packed(item: tuple[str, str, bool], use_zstd: bool = True) -> tuple[str, bytes | str]:
+def _extract_packed(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
     with _without_cyclic_gc():
-        return _extract_one(item, use_zstd)
+        return _extract_one(item)
 
 
-def _extract_one(item: tuple[str, str, bool], use_zstd: bool) -> tuple[str, bytes | str]:
+def _extract_one(item: tuple[str, str, bool]) -> tuple[str, bytes | str]:
     relpath, text, deep = item
     if not deep:
         # Parsed all the same: a file that Python would reject is reported, never counted.
@@ -60,7 +61,7 @@ def _extract_one(item: tuple[str, str, bool], use_zstd: bool) -> tuple[str, byte
             return relpath, f"SyntaxError: invalid syntax at line {parsed.error_line}"
         lines = line_count(text)
         return relpath, pack_facts(
-            {"source_file": [(relpath, module_name_for(relpath), lines)]}, 0, lines, use_zstd=use_zstd
+            {"source_file": [(relpath, module_name_for(relpath), lines)]}, 0, lines, compress=False
         )
     try:
         result = extract_source(SourceText(relpath, text))
@@ -68,7 +69,7 @@ def _extract_one(item: tuple[str, str, bool], use_zstd: bool) -> tuple[str, byte
         return relpath, f"extractor failure: {exc.__class__.__name__}: {exc}"[:300]
     if isinstance(result, Skipped):
         return relpath, result.reason
-    return relpath, pack_facts(dict(result.rows), result.node_count, result.lines, use_zstd=use_zstd)
+    return relpath, pack_facts(dict(result.rows), result.node_count, result.lines, compress=False)
 
 
 def _work_order(todo: list[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
@@ -166,15 +167,12 @@ class Extraction:
             self._results: Iterator[tuple[str, bytes | str]] = self._pool.map(
                 _extract_packed, todo, chunksize=2
             )
-            # The workers pack with zstd (pyarrow's, where it is installed): imported here once
-            # the workers have started (each imports it when it first packs), so that its
-            # import (seconds when its libraries have left the page cache) overlaps their
-            # parsing.
+            # The store compresses with zstd (pyarrow's, where it is installed): imported here
+            # once the workers have started, so that its import (seconds when its libraries
+            # have left the page cache) overlaps their parsing.
             warm_codec()
         else:
-            # Parsed here: for a small tree, zlib spares the import of pyarrow (for its zstd).
-            use_zstd = todo_bytes >= PARALLEL_MIN_BYTES
-            self._results = map(partial(_extract_packed, use_zstd=use_zstd), todo)
+            self._results = map(_extract_packed, todo)
 
     def __iter__(self) -> Iterator[tuple[SourceText, bytes | str]]:
         by_path = {s.relpath: s for s in self._sources}

@@ -286,6 +286,36 @@ def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch
     assert codecs == ({"zstd": b"Z", "zlib": b"D"} if with_zstd else {"zlib": b"D"})
 
 
+def test_workers_hand_over_facts_uncompressed_and_the_store_compresses_them(tree: Path) -> None:
+    """Compressing was a tenth of a worker's time while every core is busy: the workers hand
+    their facts over as they are, and the store compresses what it keeps while the report is
+    made.  It never keeps an entry uncompressed, and reads back what it kept."""
+    import duckdb
+
+    import cpq.facts.packing as packing
+
+    rows = {"source_file": [("a.py", "a", 3)], "node": [(0, "module", 0, 1, -1), (1, "call", 0, 2, 0)]}
+    raw = packing.pack_facts(rows, 2, 3, compress=False)
+    assert raw[:1] == b"R"
+    assert packing.unpack_facts(raw) == packing.unpack_facts(packing.pack_facts(rows, 2, 3))
+    compressed = packing.compress_packed(raw, use_zstd=False)
+    assert compressed[:1] == b"D" and packing.compress_packed(compressed) is compressed
+    assert packing.unpack_facts(compressed) == packing.unpack_facts(raw)
+    bad_size = raw[:1] + (10**6).to_bytes(8, "little") + raw[9:]
+    for damaged in (raw[:-1], raw[:9] + b"\xff" + raw[10:], bad_size):
+        with pytest.raises(ValueError):
+            packing.unpack_facts(damaged)
+
+    first = assess(tree, use_cache=True, keep_database=False)
+    with duckdb.connect(str(tree / ".cpq" / FACTS_FILE), read_only=True) as con:
+        kept = [bytes(data) for (data,) in con.execute("SELECT data FROM file_facts").fetchall()]
+    assert kept and all(data[:1] in (b"D", b"Z") for data in kept)
+    for saved in (tree / ".cpq").glob("results-*"):
+        saved.unlink()  # so the next run reads every file's facts from the store
+    again = assess(tree, use_cache=True, keep_database=False)
+    assert again.cache_hits == len(kept) and _key(again) == _key(first)
+
+
 def test_a_small_run_imports_neither_numpy_nor_pyarrow(tree: Path) -> None:
     """pyarrow, where installed (the `fast` extra), serves a large tree's zstd only: a small
     tree's facts are packed with zlib and go to DuckDB as lists, and saved results are read

@@ -103,11 +103,16 @@ class Cache:
         self.results_key = keys.results_key(inputs.found, evaluation)
         self.update_key = keys.update_key(evaluation)
         self._present = {source.relpath for source in inputs.texts}
-        return (
+        found = (
             self._saved(program)
             or self._updated(program, inputs, jobs, progress)
             or self._fresh(program, context, inputs, jobs, progress)
         )
+        if self._store is not None:
+            # The evaluation is over: what the store keeps of this run is compressed while the
+            # report is made, on the core that leaves idle.
+            self._store.compress_pending()
+        return found
 
     def _saved(self, program: Program) -> Evaluation | None:
         try:

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import os
 import stat
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import duckdb
 
 from ...engine.connect import Limits, connect, foreign_objects
 from ...engine.list_params import unnest_select
+from ...facts.packing import compress_packed
 from . import trust
 from .keys import entry_key
 
@@ -32,7 +34,14 @@ if TYPE_CHECKING:
 FACTS_FILE = "facts.duckdb"
 LOCK_FILE = "lock"
 SEAL_KIND = "fact store"
-PENDING_BYTES = 32 * 1024 * 1024  # new entries held in memory before they are written
+# New entries are held in memory, uncompressed (as the workers hand them over), up to this
+# many bytes before they are compressed and written; the rest are compressed while the report
+# is made (compress_pending) and written when the store closes.  NumPy's facts take 76 MB,
+# SciPy's and Astropy's 280 MB.
+PENDING_BYTES = 320 * 1024 * 1024
+# Entries are compressed with zstd (where pyarrow is installed) from this many bytes in all:
+# for a few small files, importing pyarrow would cost more than zstd saves.
+ZSTD_MIN_BYTES = 2 * 1024 * 1024
 # Up to this many bytes of entries go to DuckDB as lists (a column batch costs more for a few).
 LIST_BATCH_BYTES = 1024 * 1024
 # Below this much write-ahead log, closing the store leaves it to be replayed by the next open
@@ -72,6 +81,9 @@ class FactStore:
     hits: int = 0
     _pending: list[tuple[str, str, bytes]] = field(default_factory=list)
     _pending_bytes: int = 0
+    # compress_pending's thread, and what it made of the first entries of _pending.
+    _compressing: threading.Thread | None = None
+    _compressed: list[bytes] | None = None
     broken: str | None = None  # why a write failed: the store is then left alone and not sealed
 
     def get_many(self, files: list[tuple[SourceText, bool]]) -> dict[str, bytes | str]:
@@ -102,19 +114,44 @@ class FactStore:
         if self._pending_bytes >= PENDING_BYTES:
             self.write_pending()
 
+    def compress_pending(self) -> None:
+        """Compress the entries put so far in a thread of its own (zlib and zstd let other
+        threads run meanwhile), for write_pending to find done: called once the evaluation
+        is over, while the report is made on one core."""
+        if not self._pending or self._compressing is not None or self.broken:
+            return
+        entries = [data for _, _, data in self._pending]
+        use_zstd = self._pending_bytes >= ZSTD_MIN_BYTES
+
+        def compress() -> None:
+            with contextlib.suppress(Exception):  # then write_pending compresses them itself
+                self._compressed = [compress_packed(data, use_zstd=use_zstd) for data in entries]
+
+        self._compressing = threading.Thread(target=compress, name="cpq-store-compress", daemon=True)
+        self._compressing.start()
+
+    def _compressed_entries(self) -> list[bytes]:
+        """The pending entries' data, compressed (as compress_pending left them, or now)."""
+        done: list[bytes] = []
+        if self._compressing is not None:
+            self._compressing.join()
+            done = self._compressed or []
+            self._compressing = self._compressed = None
+        use_zstd = self._pending_bytes >= ZSTD_MIN_BYTES
+        rest = [compress_packed(data, use_zstd=use_zstd) for _, _, data in self._pending[len(done) :]]
+        return done + rest
+
     def write_pending(self) -> None:
-        """Write the entries put so far (each replaces the file's previous entry)."""
+        """Write the entries put so far (each replaces the file's previous entry), compressed."""
         if not self._pending:
             return
         paths = [p for p, _, _ in self._pending]
-        columns = [
-            paths,
-            [k for _, k, _ in self._pending],
-            [self.stamp] * len(paths),
-            [d for _, _, d in self._pending],
-        ]
+        keys = [k for _, k, _ in self._pending]
+        stamps = [self.stamp] * len(paths)
+        data = self._compressed_entries()
         delete = (f"DELETE FROM {_TABLE} WHERE path IN (SELECT unnest(?))", [paths])
-        if self._pending_bytes <= LIST_BATCH_BYTES:
+        if sum(map(len, data)) <= LIST_BATCH_BYTES:
+            columns: list[list[str] | list[bytes]] = [paths, keys, stamps, data]
             self._transaction([delete, (f"INSERT INTO {_TABLE} {unnest_select(_COLUMNS)}", columns)])
         else:
             # Many bytes: DuckDB reads a column batch's binary column without a copy per
@@ -122,7 +159,7 @@ class FactStore:
             from ...engine.arrow_export import ColumnBatch, binary_column, symbol_column
 
             names = [name for name, _ in _COLUMNS]
-            batch = ColumnBatch(names, [*map(symbol_column, columns[:3]), binary_column(columns[3])])
+            batch = ColumnBatch(names, [*map(symbol_column, (paths, keys, stamps)), binary_column(data)])
             self._transaction(
                 [delete, (f"INSERT INTO {_TABLE} SELECT {', '.join(names)} FROM pending_facts", [])],
                 {"pending_facts": batch},
