@@ -121,7 +121,7 @@ class FactStore:
         if not self._pending or self._compressing is not None or self.broken:
             return
         entries = [data for _, _, data in self._pending]
-        use_zstd = self._pending_bytes >= ZSTD_MIN_BYTES
+        use_zstd = self._use_zstd()
 
         def compress() -> None:
             with contextlib.suppress(Exception):  # then write_pending compresses them itself
@@ -137,9 +137,12 @@ class FactStore:
             self._compressing.join()
             done = self._compressed or []
             self._compressing = self._compressed = None
-        use_zstd = self._pending_bytes >= ZSTD_MIN_BYTES
+        use_zstd = self._use_zstd()
         rest = [compress_packed(data, use_zstd=use_zstd) for _, _, data in self._pending[len(done) :]]
         return done + rest
+
+    def _use_zstd(self) -> bool:
+        return self._pending_bytes >= ZSTD_MIN_BYTES
 
     def write_pending(self) -> None:
         """Write the entries put so far (each replaces the file's previous entry), compressed."""
