@@ -94,16 +94,14 @@ def warm_codec() -> None:
     _zstd()
 
 
-def pack_facts(
-    rows: Rows, node_count: int, lines: int, *, compress: bool = True, use_zstd: bool = True
-) -> bytes:
+def pack_facts(rows: Rows, node_count: int, lines: int, *, compress: bool = True) -> bytes:
     """One file's facts, compact, and in the form the loader wants; with `compress`, compressed
     as `compress_packed` does (without it, as the workers hand them over: see facts.parallel)."""
     columns = rows_to_columns(rows)
     payload = marshal.dumps((columns, node_count, lines))
     if not compress:
         return _HEADER.pack(b"R", len(payload)) + payload
-    return _compressed(payload, use_zstd)
+    return _compressed(payload, use_zstd=True)
 
 
 def compress_packed(data: bytes, *, use_zstd: bool = True) -> bytes:

@@ -93,7 +93,7 @@ def discover(
 ) -> Inputs:
     """The files under `root` (with `members`, under those paths relative to it only), read.
     With `respect_gitignore`, what .gitignore files ignore is left out (facts.gitignore).
-    `codes`: those of the rules to evaluate (rules.catalogue.program_codes), which a bare
+    `codes`: those of the rules to evaluate (rules.catalogue.code_names), which a bare
     `# cpq: ignore` and [tool.cpq] select / ignore apply to; by default the shipped ones."""
     from ..config.suppress import suppressions_by_file
 
