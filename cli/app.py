@@ -8,7 +8,7 @@ import sys
 import textwrap
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
@@ -39,7 +39,12 @@ from .options import (
     read_evidence,
     state,
 )
-from .outputs import plan_outputs, render_listing, write_output
+from .outputs import Output, plan_outputs, render_listing, write_output
+
+if TYPE_CHECKING:
+    from ..pipeline.assessment import Assessment
+    from ..pipeline.progress import Progress
+    from ..report.baseline import Baseline
 
 # click's base exception class, wherever this typer version keeps click.
 _ClickException: type[Exception] = next(
@@ -255,7 +260,6 @@ def assess(
     output that cannot be written included, checked before the analysis), 3 nothing to assess."""
     from ..engine import DatalogError
     from ..pipeline.assessment import assess as run_assessment
-    from ..pipeline.assessment import nothing_to_assess
     from ..pipeline.progress import Progress
     from .inputs import common_root
     from .writable import check_writable
@@ -295,9 +299,40 @@ def assess(
             keep_database=False,  # the report reads nothing more from it
             members=members,
             respect_gitignore=not no_respect_gitignore,
+            save_later=True,  # while the report is made
         )
     except DatalogError as exc:
         raise fail(str(exc)) from None
+    try:
+        _report(
+            result,
+            paths,
+            outputs,
+            known,
+            fail_on,
+            fail_on_findings,
+            show_suppressed,
+            write_baseline,
+            progress,
+        )
+    finally:
+        result.wait_saved()
+
+
+def _report(
+    result: Assessment,
+    paths: list[Path],
+    outputs: list[Output],
+    known: Baseline | None,
+    fail_on: FailOn | None,
+    fail_on_findings: FindingKind | None,
+    show_suppressed: bool,
+    write_baseline: Path | None,
+    progress: Progress,
+) -> None:
+    """The reports of `assess`, its lines on stderr and its exit status."""
+    from ..pipeline.assessment import nothing_to_assess
+
     nothing = nothing_to_assess(result, " ".join(map(str, paths)))
     new_keys = _mark_baseline(result, known)
     counted = failing_findings(result.findings, fail_on_findings, new_keys) if fail_on_findings else []

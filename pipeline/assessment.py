@@ -6,6 +6,7 @@ Nothing here judges code: findings, hot paths, gates and verdict come out of `ru
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from typing import Any
 
 from ..config.context import Context
 from ..config.project import Config
-from ..engine import Database, DatalogError
+from ..engine import Database, DatalogError, Program
 from ..facts import Skipped
 from ..facts.discover import DEFAULT_MAX_FILE_SIZE, EXCLUDED
 from ..rules.catalogue import code_names
@@ -151,6 +152,14 @@ class Assessment:
     # The codes of the rules evaluated, (code, kind, title, recipe) as their code_info says:
     # the shipped catalogue, with a --rules file's own codes (T001, ...) when it adds some.
     codes: list[tuple[str, str, str, str]] = field(default_factory=list)
+    saving: Saving | None = field(default=None, repr=False)  # see assess(save_later=True)
+
+    def wait_saved(self) -> None:
+        """Return once the results are saved and the caches closed (at once unless
+        assess(save_later=True) left that to a thread)."""
+        if self.saving is not None:
+            saving, self.saving = self.saving, None
+            saving.wait()
 
     def unresolved_counts(self) -> tuple[int, int]:
         """(loops, calls) no rule could judge."""
@@ -185,6 +194,28 @@ class Assessment:
         return self.raw_line(file, line).strip()
 
 
+class Saving:
+    """The end of a run (saving its results, closing the caches) done in a thread of its own:
+    writing and sealing them is DuckDB's and hashlib's work, which leaves the interpreter to
+    the report meanwhile."""
+
+    def __init__(self, work: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,), name="cpq-saving")
+        self._thread.start()
+
+    def _run(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except BaseException as exc:  # raised again in the thread that waits
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 def assess(
     path: Path,
     context: Context | None = None,
@@ -200,6 +231,7 @@ def assess(
     members: list[Path] | None = None,
     respect_gitignore: bool = True,
     report: bool = True,
+    save_later: bool = False,
 ) -> Assessment:
     """Assess a file or tree. With `use_cache`, through the caches (cache/): the store in
     PATH/.cpq (or `cache_dir`) and the user cache.  `warn` takes one line about a cache that
@@ -212,7 +244,11 @@ def assess(
     just saved to the store are not opened again (`result.db` is then None).
 
     `report=False`: the caller reads the database itself (why, query), so the report's parts
-    (findings, notes, the decision) are not read back from it (`read_report` does it later)."""
+    (findings, notes, the decision) are not read back from it (`read_report` does it later).
+
+    `save_later` (with `keep_database=False`): the results are saved and the caches closed in a
+    thread while the caller makes the report from `result`; it calls `result.wait_saved()`
+    before it ends (a process that ends first leaves the results unsaved, never half saved)."""
     shown = progress or Progress.silent()
     warn = warn or (lambda line: shown.say(f"cpq: {line}"))
     try:
@@ -233,21 +269,34 @@ def assess(
             read_back(result, found, inputs, report)
             result.db = found.db
         else:
+            closing: Cache | None = cache
             try:
                 found = cache.evaluate(program, context, config, inputs, jobs, shown)
                 # Read while the evaluated database is open and in memory, before it is saved.
                 shown.phase("reading results")
                 read_back(result, found, inputs, report)
-                shown.phase("saving results")
-                result.db = cache.keep(found, program, reopen=keep_database)
+                if save_later and not keep_database:
+                    result.saving = Saving(lambda: _keep_and_close(cache, found, program))
+                    closing = None
+                else:
+                    shown.phase("saving results")
+                    result.db = cache.keep(found, program, reopen=keep_database)
             finally:
-                cache.close()
+                if closing is not None:
+                    closing.close()
     except BaseException:
         shown.close()  # what follows (an error, a traceback) starts on a clean line
         raise
     result.timings = found.timings
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _keep_and_close(cache: Cache, found: Evaluation, program: Program) -> None:
+    try:
+        cache.keep(found, program, reopen=False)
+    finally:
+        cache.close()
 
 
 def nothing_to_assess(a: Assessment, shown: str = "") -> str:

@@ -516,3 +516,68 @@ def test_a_store_of_another_cpq_version_is_replaced_without_a_tamper_warning(tmp
     store, note = open_store(tmp_path / ".cpq", extractor_stamp())
     assert store is not None and note is not None and "does not match its seal" in note
     store.close()
+
+
+def test_results_saved_later_are_saved_once_the_caller_waits(tree: Path) -> None:
+    """`cpq assess` makes its report while the results are saved: by the time it waits for
+    them (before it ends), the next run finds them, after an update as after a fresh run."""
+    first = assess(tree, use_cache=True, keep_database=False, save_later=True)
+    assert first.saving is not None
+    first.wait_saved()
+    assert first.saving is None
+    path = tree / "wave_equation.py"
+    path.write_text(path.read_text() + "edited_here = 1\n")
+    edited = assess(tree, use_cache=True, keep_database=False, save_later=True)
+    assert edited.how == UPDATED
+    edited.wait_saved()
+    again = assess(tree, use_cache=True)
+    assert again.how == REUSED and _key(again) == _key(edited)
+    _close(again)
+
+
+def test_a_failure_while_saving_later_reaches_the_caller_and_frees_the_store(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cpq.pipeline.cache.facade import Cache
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug while saving")
+
+    monkeypatch.setattr(Cache, "keep", broken)
+    result = assess(tree, use_cache=True, keep_database=False, save_later=True)
+    with pytest.raises(RuntimeError, match="a bug while saving"):
+        result.wait_saved()
+    monkeypatch.undo()
+    store, note = open_store(tree / ".cpq", extractor_stamp())  # closed, sealed and unlocked
+    assert store is not None and note is None
+    store.close()
+
+
+def test_an_update_whose_fact_store_is_damaged_rebuilds_it_and_answers_the_same(tree: Path) -> None:
+    """An update opens the fact store while it copies the saved results: a store that fails
+    its check is made anew there too, with one line that says so."""
+    _close(assess(tree, use_cache=True))
+    (tree / ".cpq" / FACTS_FILE).write_bytes(b"this is not a duckdb file" * 100)
+    path = tree / "particle_loop.py"
+    path.write_text(path.read_text() + "edited_here = 2\n")
+    lines: list[str] = []
+    edited = assess(tree, use_cache=True, warn=lines.append)
+    assert edited.how == UPDATED
+    assert lines == [f"cache: {FACTS_FILE} does not match its seal: made anew"]
+    assert _key(edited) == _key(assess(tree, use_cache=False))
+    _close(edited)
+
+
+def test_an_update_while_another_run_holds_the_store_evaluates_in_memory(tree: Path) -> None:
+    _close(assess(tree, use_cache=True))
+    path = tree / "particle_loop.py"
+    path.write_text(path.read_text() + "edited_here = 3\n")
+    other, _ = open_store(tree / ".cpq", extractor_stamp())  # another run holds the lock
+    assert other is not None
+    try:
+        lines: list[str] = []
+        edited = assess(tree, use_cache=True, warn=lines.append)
+    finally:
+        other.close()
+    assert edited.how == "evaluated" and len(lines) == 1 and "without the fact store" in lines[0]
+    assert _key(edited) == _key(assess(tree, use_cache=False))

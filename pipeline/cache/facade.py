@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +41,7 @@ from ..run import (
     strata_done,
 )
 from . import keys, results, trust, update, user_cache
-from .facts_store import FactStore, open_store
+from .facts_store import FACTS_FILE, FactStore, StoreUnusable, open_locked, take_lock
 
 if TYPE_CHECKING:
     from ...config.context import Context
@@ -73,6 +74,9 @@ class Cache:
         self.update_key = ""
         self._leftovers: list[Path] = []
         self._present: set[str] = set()
+        # The store being opened in a thread (see _open_facts), and what opening it gave.
+        self._opening: threading.Thread | None = None
+        self._opened: tuple[FactStore | None, str | None] | None = None
 
     @classmethod
     def open(cls, path: Path, cache_dir: Path | None, warn: Callable[[str], None]) -> Cache | None:
@@ -135,8 +139,8 @@ class Cache:
         if not candidates:
             return None
         previous_path, previous_key = candidates[0]
-        store = self.facts()
-        if store is None:  # only the run that holds the store's lock writes in it
+        # Only the run that holds the store's lock writes in it.  The store opens meanwhile.
+        if not self._store_tried and not self._open_facts(background=True):
             return None
         partial = results.partial_path(self.directory, self.results_key)
         db: Database | None = None
@@ -150,6 +154,9 @@ class Cache:
             limit = update.max_changed(fact_count(db))
             db.begin_update(previous.path)
             results.ensure_same(previous.path, previous.identity)
+            store = self.facts()
+            if store is None:
+                raise _NotWorthIt  # evaluated afresh, in memory
             progress.phase("extracting", total=len(plan.changed))
             with start_extraction(inputs, plan.changed, store, jobs) as extraction:
                 update.stage_rows(db, "suppressed", inputs.suppressed_rows)
@@ -230,18 +237,49 @@ class Cache:
     def facts(self) -> FactStore | None:
         """The fact store, opened on first use (None when it cannot be used this run)."""
         if not self._store_tried:
-            self._store_tried = True
-            self._store, note = open_store(self.directory, keys.extractor_stamp())
-            if self._store is not None:
-                # Every run that evaluates in the store holds its lock: partial results files
-                # found now belong to runs that were killed.
-                results.remove_partials(self.directory)
+            self._open_facts()
+        if self._opening is not None:
+            self._opening.join()
+            self._opening = None
+        if self._opened is not None:
+            self._store, note = self._opened
+            self._opened = None
             if note is not None:
                 if self._store is None:
                     self.warn(f"cache: {note}: extracting without the fact store")
                 else:
                     self.warn(f"cache: {note}")
         return self._store
+
+    def _open_facts(self, background: bool = False) -> bool:
+        """Take the store's lock and open the store: here, or (`background`) in a thread that
+        `facts()` waits for (checking it is DuckDB's and hashlib's work, which can overlap the
+        caller's).  False when the lock cannot be taken: the store is then not used."""
+        self._store_tried = True
+        try:
+            lock = take_lock(self.directory)
+        except StoreUnusable as exc:
+            self._opened = (None, str(exc))
+            return False
+        # Every run that evaluates in the store holds its lock: partial results files found now
+        # belong to runs that were killed.
+        results.remove_partials(self.directory)
+        stamp = keys.extractor_stamp()
+
+        def open_it() -> None:
+            try:
+                self._opened = open_locked(self.directory, lock, stamp)
+            except Exception as exc:  # in a thread: said by facts(), never lost
+                with contextlib.suppress(OSError):
+                    os.close(lock)
+                self._opened = (None, f"{FACTS_FILE} cannot be opened ({exc.__class__.__name__})")
+
+        if background:
+            self._opening = threading.Thread(target=open_it, name="cpq-fact-store")
+            self._opening.start()
+        else:
+            open_it()
+        return True
 
     # -- afterwards ---------------------------------------------------------------------------
 
@@ -277,6 +315,8 @@ class Cache:
         return db
 
     def close(self) -> None:
+        if self._opening is not None:
+            self.facts()  # the store still being opened is closed too
         if self._store is not None:
             self._store.flush(self._present)  # files no longer in the tree leave it
             problem = self._store.close()

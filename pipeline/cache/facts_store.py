@@ -245,9 +245,15 @@ def open_store(directory: Path, stamp: str) -> tuple[FactStore | None, str | Non
     this run).  A store that fails its check is removed first and the reason returned beside
     the new store."""
     try:
-        lock = _lock(directory)
+        lock = take_lock(directory)
     except StoreUnusable as exc:
         return None, str(exc)
+    return open_locked(directory, lock, stamp)
+
+
+def open_locked(directory: Path, lock: int, stamp: str) -> tuple[FactStore | None, str | None]:
+    """open_store, once its lock is held (`lock`: the descriptor that holds it, which the
+    store closes with itself, or this function when the store cannot be used)."""
     path = directory / FACTS_FILE
     note = None
     try:
@@ -325,8 +331,9 @@ def _create_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE TABLE {_TABLE} ({', '.join(f'{n} {t}' for n, t in _COLUMNS)})")
 
 
-def _lock(directory: Path) -> int:
-    """Hold the store's lock (never waiting: a run that finds it held goes without the store)."""
+def take_lock(directory: Path) -> int:
+    """Hold the store's lock (never waiting: a run that finds it held goes without the store):
+    StoreUnusable when it cannot."""
     path = directory / LOCK_FILE
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
