@@ -3,7 +3,7 @@
 Workers return each file's facts packed with `marshal` (compact, fast to move between
 processes), uncompressed: compressing them was a tenth of a worker's time, spent while every
 core is busy; the fact store compresses what it keeps at the end of the run instead, while
-the report is made and a core is idle (see FactStore.compress_pending).
+the report is made and a core is idle (see FactStore.write_pending_soon).
 """
 
 from __future__ import annotations

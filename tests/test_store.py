@@ -286,13 +286,21 @@ def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch
     assert codecs == ({"zstd": b"Z", "zlib": b"D"} if with_zstd else {"zlib": b"D"})
 
 
-def test_workers_hand_over_facts_uncompressed_and_the_store_compresses_them(tree: Path) -> None:
+@pytest.mark.parametrize("cores", ["one core", "every core"])
+def test_workers_hand_over_facts_uncompressed_and_the_store_compresses_them(
+    tree: Path, cores: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Compressing was a tenth of a worker's time while every core is busy: the workers hand
     their facts over as they are, and the store compresses what it keeps while the report is
-    made.  It never keeps an entry uncompressed, and reads back what it kept."""
+    made (on every core, for many bytes).  It never keeps an entry uncompressed, and reads back
+    what it kept."""
     import duckdb
 
     import cpq.facts.packing as packing
+    from cpq.pipeline.cache import facts_store
+
+    if cores == "every core":
+        monkeypatch.setattr(facts_store, "PARALLEL_COMPRESS_BYTES", 0)
 
     rows = {"source_file": [("a.py", "a", 3)], "node": [(0, "module", 0, 1, -1), (1, "call", 0, 2, 0)]}
     raw = packing.pack_facts(rows, 2, 3, compress=False)
@@ -350,10 +358,12 @@ def test_a_small_trees_saved_results_take_little_room(tree: Path) -> None:
     assert again.how == REUSED and again.findings == result.findings
 
 
+@pytest.mark.parametrize("soon", [False, True], ids=["written-now", "written-in-a-thread"])
 @pytest.mark.parametrize("size", [100, 300_000])
-def test_store_entries_round_trip_small_and_large_batches(tmp_path: Path, size: int) -> None:
+def test_store_entries_round_trip_small_and_large_batches(tmp_path: Path, size: int, soon: bool) -> None:
     """Few bytes of entries go to DuckDB as lists, many as Arrow: both read back whole, and
-    so does why a file could not be extracted."""
+    so does why a file could not be extracted.  Entries written in a thread (while a report is
+    made) are there for what comes next as those written at once."""
     import os
 
     from cpq.facts import SourceText
@@ -365,7 +375,10 @@ def test_store_entries_round_trip_small_and_large_batches(tmp_path: Path, size: 
     entries = {path: b"Z" + os.urandom(size) for path in sources}
     for path, data in entries.items():
         store.put(sources[path], True, data)
-    store.write_pending()
+    if soon:
+        store.write_pending_soon()
+    else:
+        store.write_pending()
     changed = SourceText("f0.py", "", sha="new")
     store.put(changed, True, "SyntaxError: invalid syntax at line 1")  # replaces the file's entry
     store.flush(set(entries))

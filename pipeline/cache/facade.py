@@ -113,9 +113,9 @@ class Cache:
             or self._fresh(program, context, inputs, jobs, progress)
         )
         if self._store is not None:
-            # The evaluation is over: what the store keeps of this run is compressed while the
-            # report is made, on the core that leaves idle.
-            self._store.compress_pending()
+            # The evaluation is over: what the store keeps of this run is compressed and
+            # written while the report is made, on the core that leaves idle.
+            self._store.write_pending_soon()
         return found
 
     def _saved(self, program: Program) -> Evaluation | None:

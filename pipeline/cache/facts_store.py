@@ -16,6 +16,7 @@ import os
 import stat
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,13 +36,15 @@ FACTS_FILE = "facts.duckdb"
 LOCK_FILE = "lock"
 SEAL_KIND = "fact store"
 # New entries are held in memory, uncompressed (as the workers hand them over), up to this
-# many bytes before they are compressed and written; the rest are compressed while the report
-# is made (compress_pending) and written when the store closes.  NumPy's facts take 76 MB,
-# SciPy's and Astropy's 280 MB.
+# many bytes before they are compressed and written; the rest are compressed and written while
+# the report is made (write_pending_soon).  NumPy's facts take 76 MB, SciPy's and Astropy's
+# 280 MB.
 PENDING_BYTES = 320 * 1024 * 1024
 # Entries are compressed with zstd (where pyarrow is installed) from this many bytes in all:
 # for a few small files, importing pyarrow would cost more than zstd saves.
 ZSTD_MIN_BYTES = 2 * 1024 * 1024
+# From this many bytes of entries, they are compressed on several cores.
+PARALLEL_COMPRESS_BYTES = 8 * 1024 * 1024
 # Up to this many bytes of entries go to DuckDB as lists (a column batch costs more for a few).
 LIST_BATCH_BYTES = 1024 * 1024
 # Below this much write-ahead log, closing the store leaves it to be replayed by the next open
@@ -81,14 +84,14 @@ class FactStore:
     hits: int = 0
     _pending: list[tuple[str, str, bytes]] = field(default_factory=list)
     _pending_bytes: int = 0
-    # compress_pending's thread, and what it made of the first entries of _pending.
-    _compressing: threading.Thread | None = None
-    _compressed: list[bytes] | None = None
+    # write_pending_soon's thread.
+    _writing: threading.Thread | None = None
     broken: str | None = None  # why a write failed: the store is then left alone and not sealed
 
     def get_many(self, files: list[tuple[SourceText, bool]]) -> dict[str, bytes | str]:
         """What is kept for these (file, extracted in depth) pairs, in one query: packed facts,
         or why the file could not be extracted."""
+        self._join_writer()
         if not files or self.broken:
             return {}
         self.write_pending()  # what this run extracted so far is found too
@@ -108,50 +111,48 @@ class FactStore:
         return found
 
     def put(self, source: SourceText, deep: bool, data: bytes | str) -> None:
+        self._join_writer()
         entry = data if isinstance(data, bytes) else _FAILED + data.encode("utf-8", "surrogatepass")
         self._pending.append((source.relpath, entry_key(source, deep), entry))
         self._pending_bytes += len(entry)
         if self._pending_bytes >= PENDING_BYTES:
             self.write_pending()
 
-    def compress_pending(self) -> None:
-        """Compress the entries put so far in a thread of its own (zlib and zstd let other
-        threads run meanwhile), for write_pending to find done: called once the evaluation
-        is over, while the report is made on one core."""
-        if not self._pending or self._compressing is not None or self.broken:
+    def write_pending_soon(self) -> None:
+        """Compress and write the entries put so far in a thread of its own (zlib, zstd and
+        DuckDB let other threads run meanwhile): called once the evaluation is over, while the
+        report is made on one core.  Whatever reads or writes the store next waits for that
+        thread first."""
+        if not self._pending or self._writing is not None or self.broken:
             return
-        entries = [data for _, _, data in self._pending]
-        use_zstd = self._use_zstd()
 
-        def compress() -> None:
-            with contextlib.suppress(Exception):  # then write_pending compresses them itself
-                self._compressed = [compress_packed(data, use_zstd=use_zstd) for data in entries]
+        def write() -> None:
+            with contextlib.suppress(Exception):  # then write_pending writes them itself
+                self._write_now()
 
-        self._compressing = threading.Thread(target=compress, name="cpq-store-compress", daemon=True)
-        self._compressing.start()
-
-    def _compressed_entries(self) -> list[bytes]:
-        """The pending entries' data, compressed (as compress_pending left them, or now)."""
-        done: list[bytes] = []
-        if self._compressing is not None:
-            self._compressing.join()
-            done = self._compressed or []
-            self._compressing = self._compressed = None
-        use_zstd = self._use_zstd()
-        rest = [compress_packed(data, use_zstd=use_zstd) for _, _, data in self._pending[len(done) :]]
-        return done + rest
+        self._writing = threading.Thread(target=write, name="cpq-store-write")
+        self._writing.start()
 
     def _use_zstd(self) -> bool:
         return self._pending_bytes >= ZSTD_MIN_BYTES
 
     def write_pending(self) -> None:
         """Write the entries put so far (each replaces the file's previous entry), compressed."""
+        self._join_writer()
+        self._write_now()
+
+    def _join_writer(self) -> None:
+        if self._writing is not None:
+            self._writing.join()
+            self._writing = None
+
+    def _write_now(self) -> None:
         if not self._pending:
             return
         paths = [p for p, _, _ in self._pending]
         keys = [k for _, k, _ in self._pending]
         stamps = [self.stamp] * len(paths)
-        data = self._compressed_entries()
+        data = self._compressed()
         delete = (f"DELETE FROM {_TABLE} WHERE path IN (SELECT unnest(?))", [paths])
         if sum(map(len, data)) <= LIST_BATCH_BYTES:
             columns: list[list[str] | list[bytes]] = [paths, keys, stamps, data]
@@ -169,6 +170,16 @@ class FactStore:
             )
         self._pending.clear()
         self._pending_bytes = 0
+
+    def _compressed(self) -> list[bytes]:
+        """The pending entries' data, compressed: on every core when they are many bytes (zlib
+        and zstd let other threads run; SciPy's and Astropy's 280 MB took 1.3 s on one)."""
+        use_zstd = self._use_zstd()
+        entries = [entry for _, _, entry in self._pending]
+        if self._pending_bytes < PARALLEL_COMPRESS_BYTES or len(entries) < 2:
+            return [compress_packed(entry, use_zstd=use_zstd) for entry in entries]
+        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+            return list(pool.map(lambda entry: compress_packed(entry, use_zstd=use_zstd), entries))
 
     def flush(self, present: set[str]) -> None:
         """Write pending entries; forget files that are no longer in the tree."""
@@ -211,6 +222,7 @@ class FactStore:
     def close(self) -> str | None:
         """Close and seal the store; returns why it could not be kept, if so (it is then
         removed, and the next run starts afresh)."""
+        self._join_writer()
         path = self.directory / FACTS_FILE
         wal = _wal(path)
         try:
