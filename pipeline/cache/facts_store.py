@@ -173,7 +173,7 @@ class FactStore:
 
     def _compressed(self) -> list[bytes]:
         """The pending entries' data, compressed: on every core when they are many bytes (zlib
-        and zstd let other threads run; SciPy's and Astropy's 280 MB took 1.3 s on one)."""
+        and zstd let other threads run; NumPy's 71 MB took 0.33 s on one core, 0.20 s on two)."""
         use_zstd = self._use_zstd()
         entries = [entry for _, _, entry in self._pending]
         if self._pending_bytes < PARALLEL_COMPRESS_BYTES or len(entries) < 2:
