@@ -18,7 +18,8 @@ from cpq.explain.proof import Prover
 from cpq.pipeline.assessment import assess
 
 # Recursion, negation (one with a wildcard), aggregates whose groups can be narrowed and one
-# that cannot, a computed head, a program fact in a derived relation, a 0-ary relation.
+# that cannot, a computed head, a program fact in a derived relation, a 0-ary relation, joins
+# of relations that may be empty before or after (an update leaves out what joins an empty one).
 PROGRAM = """
 .decl e(a: number, b: number)
 .input e
@@ -64,6 +65,8 @@ tagged(X) :- tag(X, _), tc(X, _).
 first_tagged(X) :- X = min Y : { tag(Y, _) }.
 .decl untagged(a: number)
 untagged(X) :- mark(X), !tag(X, _).
+.decl weighed_mark(a: number)
+weighed_mark(X) :- weight(X, _), mark(X).
 """
 
 Edges = set[tuple[int, int]]
