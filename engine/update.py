@@ -40,12 +40,10 @@ class Updating(Evaluation):
     """Incremental maintenance (the update part of engine.Database)."""
 
     last_update_seconds: float
-    old_sizes: dict[str, int]  # the relations' sizes in the previous state, while updating
 
     def _init_state(self) -> None:
         super()._init_state()
         self.last_update_seconds = 0.0
-        self.old_sizes = {}
 
     def begin_update(self, previous: str | Path) -> None:
         """Start updating these results (a copy of the results file `previous`, which is
@@ -87,7 +85,7 @@ class Updating(Evaluation):
         if not self._evaluated:
             raise DatalogError("update() needs evaluated results", source=self.program.source)
         self._sizes = self._row_counts()
-        self.old_sizes = dict(self._sizes)
+        old_sizes = dict(self._sizes)  # the previous state's, which over-deletion reads
         found = Changes()
         for relation, (deleted, inserted) in self._change_inputs(changes, max_changed).items():
             for kind in ("lost", "netlost"):
@@ -103,7 +101,7 @@ class Updating(Evaluation):
         )
         base = generation * GENERATION_SPAN
         stats = self._run_strata(
-            lambda index, con: StratumUpdate(self, index, found, base, con, needs_net, self.old_sizes).run(),
+            lambda index, con: StratumUpdate(self, index, found, base, con, needs_net, old_sizes).run(),
             started,
             on_stratum,
         )
