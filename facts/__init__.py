@@ -76,7 +76,7 @@ def extract_source(
     name = module if module is not None else module_name_for(source.relpath)
     walker = extractor(source.relpath, name, is_package)
     try:
-        rows = walker.extract(parsed.root, lines, parsed.errors)
+        rows = walker.extract(parsed.root, lines, parsed.errors, parsed.binding_lines)
     except RecursionError:
         return Skipped(source.relpath, "too deeply nested to analyse")
     partial = None

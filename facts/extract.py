@@ -127,13 +127,51 @@ _BINDING_KINDS = frozenset(
 )
 
 
+# Expressions: where they hold no line of `ParseResult.binding_lines`, they bind no name (a
+# statement that binds is never inside one), and the binding collector passes over them.
+_EXPRESSION_KINDS = frozenset(
+    {
+        "argument_list",
+        "attribute",
+        "await",
+        "binary_operator",
+        "boolean_operator",
+        "call",
+        "comparison_operator",
+        "concatenated_string",
+        "conditional_expression",
+        "dictionary",
+        "dictionary_comprehension",
+        "dictionary_splat",
+        "expression_list",
+        "generator_expression",
+        "interpolation",
+        "keyword_argument",
+        "list",
+        "list_comprehension",
+        "list_splat",
+        "not_operator",
+        "pair",
+        "parenthesized_expression",
+        "set",
+        "set_comprehension",
+        "slice",
+        "string",
+        "subscript",
+        "tuple",
+        "unary_operator",
+    }
+)
+
+
 class _BindingCollector:
     """Builds the scope tree and each scope's bindings (see `facts.scopes`)."""
 
-    def __init__(self, module: str, is_package: bool) -> None:
+    def __init__(self, module: str, is_package: bool, binding_lines: set[int] | None = None) -> None:
         self.module = module
         self.is_package = is_package
         self.scope_of_def: dict[int, Scope] = {}
+        self.binding_lines = binding_lines
 
     def collect(self, root: PNode) -> Scope:
         top = Scope("module", "<module>", "<module>", None, root)
@@ -148,10 +186,19 @@ class _BindingCollector:
         # An explicit stack rather than recursion: statement nesting can be deep.
         stack = list(reversed(nodes))
         binding_kinds = _BINDING_KINDS
+        expression_kinds = _EXPRESSION_KINDS
+        marks = self.binding_lines
         while stack:
             node = stack.pop()
             kind = node.kind
             if kind not in binding_kinds:
+                if (
+                    marks is not None
+                    and kind in expression_kinds
+                    and node.line not in marks
+                    and (node.line == node.end_line or marks.isdisjoint(range(node.line, node.end_line + 1)))
+                ):
+                    continue
                 # Leaves bind nothing: only subtrees go on the stack.
                 stack.extend([c for c in reversed(node.children) if c.children])
                 continue
@@ -336,6 +383,9 @@ class FileExtractor:
         self.dropped_statements = 0
         self._scopes: dict[int, Scope] = {}
         self._attr_obj: dict[int, int] = {}
+        # What each name and attribute node denotes (None: nothing known), as the resolver
+        # said: `a.b.c` is resolved from what `a.b` was, not from `a` again.
+        self._resolved: dict[int, str | None] = {}
         self._node_rows = self.rows["node"]
         self._innermost_loop_rows = self.rows["innermost_loop"]
 
@@ -357,11 +407,18 @@ class FileExtractor:
     def node_count(self) -> int:
         return self._next_id
 
-    def extract(self, root: PNode, lines: int, errors: list[tuple[int, int]] | None = None) -> Rows:
+    def extract(
+        self,
+        root: PNode,
+        lines: int,
+        errors: list[tuple[int, int]] | None = None,
+        binding_lines: set[int] | None = None,
+    ) -> Rows:
         """The facts of a parsed file. Statements that overlap a syntax error (`errors`, line
-        ranges) are left out; the rest of the file is still extracted."""
+        ranges) are left out; the rest of the file is still extracted.  `binding_lines`: see
+        ParseResult (None: an expression anywhere may bind a name)."""
         self._errors = errors or []
-        collector = _BindingCollector(self.module, self.is_package)
+        collector = _BindingCollector(self.module, self.is_package, binding_lines)
         top = collector.collect(root)
         self._scopes = collector.scope_of_def
         top.nid = self.new_id()
@@ -856,23 +913,34 @@ class FileExtractor:
             nid = self._node(node, kind, ctx)
             name = node.text or ""
             rows["name_load"].append((nid, name))
-            resolved = self.resolver.lookup(name, ctx.scope)
+            resolved = self._resolved[nid] = self.resolver.lookup(name, ctx.scope)
             if resolved:
                 rows["qualified_ref"].append((nid, resolved))
             self._read(nid, name, ctx.scope)
             return nid
         nid = self._node(node, kind, ctx)
-        if kind == "attribute":
+        # The commonest kinds first.
+        if kind == "call":
+            self._call(node, nid, ctx)
+        elif kind == "attribute":
             named = node.named_children()
             if len(named) == 2:
-                obj = self._child(named[0], ctx)
+                obj_node, attr_node = named
+                obj = self._child(obj_node, ctx)
                 self._attr_obj[nid] = obj
-                rows["attribute"].append((nid, obj, named[1].text or ""))
-                resolved = self.resolver.resolve(node, ctx.scope)
+                rows["attribute"].append((nid, obj, attr_node.text or ""))
+                if obj in self._resolved:
+                    base = self._resolved[obj]
+                    resolved = self.resolver.attribute(obj_node, attr_node.text, base, ctx.scope)
+                else:  # neither a name nor an attribute (a call's result), or too deep
+                    resolved = self.resolver.resolve(node, ctx.scope)
+                self._resolved[nid] = resolved
                 if resolved:
                     rows["qualified_ref"].append((nid, resolved))
-        elif kind == "call":
-            self._call(node, nid, ctx)
+        elif kind == "integer":
+            self._int(nid, parse_int(node.text or ""))
+        elif kind == "string":
+            self._string(node, nid, ctx)
         elif kind == "subscript":
             self._subscript(node, nid, ctx)
         elif kind == "binary_operator":
@@ -918,10 +986,6 @@ class FileExtractor:
         elif kind in _SEQUENCES:
             for i, child in enumerate(node.named_children()):
                 rows["elem"].append((nid, i, self._child(child, ctx)))
-        elif kind == "integer":
-            self._int(nid, parse_int(node.text or ""))
-        elif kind == "string":
-            self._string(node, nid, ctx)
         elif kind == "concatenated_string":
             for child in node.named_children():
                 self._child(child, ctx)
@@ -1010,7 +1074,10 @@ class FileExtractor:
         func = self._child(func_node, ctx)
         callee = ""
         if func_node.kind in ("identifier", "attribute"):
-            callee = self.resolver.resolve(func_node, ctx.scope) or ""
+            if func in self._resolved:
+                callee = self._resolved[func] or ""
+            else:  # too deep to have been resolved on the way
+                callee = self.resolver.resolve(func_node, ctx.scope) or ""
         self.rows["call"].append((nid, func, callee))
         if not callee and func_node.kind == "attribute":
             parts = func_node.named_children()

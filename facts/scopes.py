@@ -123,14 +123,24 @@ class Resolver:
             obj, attr = named
             if obj.kind == "identifier" and obj.text == scope.first_param:
                 return self._method_of_enclosing_class(attr.text or "", scope)
-            base = self.resolve(obj, scope)
-            if base is None or base.startswith("builtins."):
-                return None
-            return f"{base}.{attr.text}"
+            return self.member(self.resolve(obj, scope), attr.text)
         if node.kind == "parenthesized_expression":
             inner = node.named_children()
             return self.resolve(inner[0], scope) if len(inner) == 1 else None
         return None
+
+    def attribute(self, obj: PNode, attr: str | None, base: str | None, scope: Scope) -> str | None:
+        """What `obj.attr` denotes, `obj` denoting `base` (as `resolve` would say of it): for
+        a caller that resolved the object already."""
+        if obj.kind == "identifier" and obj.text == scope.first_param:
+            return self._method_of_enclosing_class(attr or "", scope)
+        return self.member(base, attr)
+
+    @staticmethod
+    def member(base: str | None, attr: str | None) -> str | None:
+        if base is None or base.startswith("builtins."):
+            return None
+        return f"{base}.{attr}"
 
     @staticmethod
     def _method_of_enclosing_class(attr: str, scope: Scope) -> str | None:

@@ -120,9 +120,15 @@ class SpanExtractor(FileExtractor):
         self.pnodes: dict[int, PNode] = {}
         self.root: PNode | None = None
 
-    def extract(self, root: PNode, lines: int, errors: list[tuple[int, int]] | None = None) -> Rows:
+    def extract(
+        self,
+        root: PNode,
+        lines: int,
+        errors: list[tuple[int, int]] | None = None,
+        binding_lines: set[int] | None = None,
+    ) -> Rows:
         self.root = root
-        return super().extract(root, lines, errors)
+        return super().extract(root, lines, errors, binding_lines)
 
     def _new_node(self, node: PNode, kind: str, scope: int) -> int:
         nid = super()._new_node(node, kind, scope)

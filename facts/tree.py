@@ -58,7 +58,7 @@ class PNode:
 
 
 class ParseResult:
-    __slots__ = ("root", "errors", "python2_line", "tree")
+    __slots__ = ("root", "errors", "python2_line", "tree", "binding_lines")
 
     def __init__(
         self,
@@ -66,9 +66,12 @@ class ParseResult:
         errors: list[tuple[int, int]],
         python2_line: int | None,
         tree: SgNode | None = None,
+        binding_lines: set[int] | None = None,
     ) -> None:
         self.root = root
         self.tree = tree  # the parser's own tree, kept only when asked (facts.spans reads it)
+        # Where an expression may bind a name (see EXPRESSION_BINDINGS): None, anywhere.
+        self.binding_lines = binding_lines
         self.errors = sorted(errors)  # (first line, last line) of each syntax error
         self.python2_line = python2_line  # a Python 2 print/exec statement, if any
 
@@ -92,8 +95,10 @@ def parse(source: str, keep_tree: bool = False) -> ParseResult:
     root = SgRoot(source, "python").root()
     errors: list[tuple[int, int]] = []
     python2: list[int] = []
-    proot = _convert(root, errors, python2)
-    return ParseResult(proot, errors, min(python2) if python2 else None, root if keep_tree else None)
+    binding_lines: set[int] = set()
+    proot = _convert(root, errors, python2, binding_lines)
+    python2_line = min(python2) if python2 else None
+    return ParseResult(proot, errors, python2_line, root if keep_tree else None, binding_lines)
 
 
 # Unnamed tokens the extractor reads (operators, `=`, slice colons); other punctuation and
@@ -139,7 +144,13 @@ def _chevron_print(kind: str, sg: SgNode) -> bool:
     return kind == "print_statement" and any(c.kind() == "chevron" for c in sg.children())
 
 
-def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> PNode:
+# The nodes by which an expression binds a name (a walrus, a comprehension's variables, an
+# `as`), and an ERROR, under which anything may be: the first line of each is noted, so that
+# the binding collector can pass over an expression that holds none of them.
+EXPRESSION_BINDINGS = frozenset({"named_expression", "for_in_clause", "as_pattern", "ERROR"})
+
+
+def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], binding_lines: set[int]) -> PNode:
     # Iterative, so a pathologically nested expression cannot exhaust the stack.
     rng = sg.range()
     top = PNode(sg.kind(), rng.start.line + 1, rng.end.line + 1, True, None)
@@ -148,20 +159,29 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
     kept = _KEPT_TOKENS
     leaf_kinds = _LEAF_KINDS
     one_line_leaves = _ONE_LINE_LEAVES
+    expression_bindings = EXPRESSION_BINDINGS
     while stack:
         node, pnode = stack.pop()
         out = pnode.children
+        # The named children, listed as they are made: nearly every node read is asked for them.
+        named_out: list[PNode] = []
+        pnode._named = named_out
         parent_line = pnode.line
         # The children of a node on one line are on that line: their ranges, a native call
         # each (most nodes are in one-line expressions), are not read.
         one_line = parent_line == pnode.end_line
-        for child in node.children():
+        children = node.children()
+        if not children and pnode.kind != "block" and pnode.kind != "module" and not node.text():
+            errors.append((pnode.line, pnode.line))  # zero-width: a MISSING node
+        for child in children:
             kind = child.kind()
             if kind in one_line_leaves:
                 # Names and numbers, a third of all nodes: read with one or two calls each.
                 text = child.text()
                 line = parent_line if one_line else child.range().start.line + 1
-                out.append(PNode(kind, line, line, True, text))
+                pchild = PNode(kind, line, line, True, text)
+                out.append(pchild)
+                named_out.append(pchild)
                 if not text:  # zero-width: tree-sitter put in a MISSING name
                     errors.append((line, line))
                 continue
@@ -183,23 +203,36 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int]) -> P
                 text = child.text()
                 quote = _plain_string_quote(text)
                 if quote is not None:
-                    out.append(PNode("string", line, end_line, True, text))
+                    pchild = PNode("string", line, end_line, True, text)
+                    out.append(pchild)
+                    named_out.append(pchild)
                     if not text.endswith(quote) or len(text) < text.index(quote[0]) + 2 * len(quote):
                         errors.append((end_line, end_line))  # unterminated
                     continue
                 pchild = PNode(kind, line, end_line, True, None)
                 out.append(pchild)
+                named_out.append(pchild)
                 stack.append((child, pchild))
                 continue
-            if kind == "ERROR":
-                errors.append((line, end_line))
+            if kind in expression_bindings:
+                binding_lines.add(line)
+                if kind == "ERROR":
+                    errors.append((line, end_line))
             elif kind in _PYTHON2_KINDS and not _chevron_print(kind, child):
                 python2.append(line)
-            kept_text = child.text() if kind in text_kinds else None
-            pchild = PNode(kind, line, end_line, True, kept_text)
+            if kind in leaf_kinds:
+                kept_text = child.text()
+                pchild = PNode(kind, line, end_line, True, kept_text)
+                out.append(pchild)
+                if kind != "comment":
+                    named_out.append(pchild)
+                if kept_text == "":
+                    errors.append((line, line))  # zero-width: a MISSING node
+                continue
+            # Whether it has children is learnt when it is visited (asking costs a call, and
+            # most nodes here have some).
+            pchild = PNode(kind, line, end_line, True, child.text() if kind in text_kinds else None)
             out.append(pchild)
-            if kind not in leaf_kinds and not child.is_leaf():
-                stack.append((child, pchild))
-            elif kind != "block" and (kept_text if kept_text is not None else child.text()) == "":
-                errors.append((line, line))  # zero-width: a MISSING node
+            named_out.append(pchild)
+            stack.append((child, pchild))
     return top

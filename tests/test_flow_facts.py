@@ -141,3 +141,35 @@ def test_a_comprehension_in_the_value_keeps_the_binding() -> None:
     """)
     assert reaching_lines(rows, "s") == {4: {2}}
     assert reaching_lines(rows, "t") == {4: {3}}
+
+
+def test_a_name_bound_deep_inside_an_expression_is_the_scopes_own() -> None:
+    # A walrus and a comprehension's variable, lines below where their expression starts: each
+    # is a binding of f's, so its read is not a reference to the module's name.
+    rows = facts("""\
+        y = n = 0
+        def f(p):
+            print(
+                len(p),
+                g(y := 2),
+            )
+            q = h(
+                [n for n in p],
+            )
+            return y, n
+    """)
+    assert reaching_lines(rows, "y") == {10: {5}}
+    assert reaching_lines(rows, "n") == {8: {8}, 10: set()}  # the variable does not outlive it
+    assert not rows.get("free_ref")
+
+
+def test_an_expression_with_no_binding_in_it_binds_nothing() -> None:
+    rows = facts("""\
+        a = 1
+        def f(p):
+            print(p, a, [1, 2], {"k": p})
+            return a
+    """)
+    scopes = {s: q for s, _kind, q, _f, _l, _e in rows["scope"]}
+    frees = sorted((line(rows, e), scopes[s]) for e, s in rows["free_ref"])
+    assert frees == [(3, "<module>"), (4, "<module>")]
