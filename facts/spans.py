@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ast_grep_py import SgNode
 
 from . import Skipped, SourceText, extract_source
-from .extract import FileExtractor, Row, Rows, _Ctx
+from .extract import FileExtractor, Row, _Ctx
 from .tree import PNode, parse
 
 
@@ -118,17 +118,6 @@ class SpanExtractor(FileExtractor):
     def __init__(self, file: str, module: str, is_package: bool = False) -> None:
         super().__init__(file, module, is_package)
         self.pnodes: dict[int, PNode] = {}
-        self.root: PNode | None = None
-
-    def extract(
-        self,
-        root: PNode,
-        lines: int,
-        errors: list[tuple[int, int]] | None = None,
-        binding_lines: set[int] | None = None,
-    ) -> Rows:
-        self.root = root
-        return super().extract(root, lines, errors, binding_lines)
 
     def _new_node(self, node: PNode, kind: str, scope: int) -> int:
         nid = super()._new_node(node, kind, scope)
@@ -157,11 +146,9 @@ def file_spans(relpath: str, text: str) -> FileSpans | None:
     if isinstance(facts, Skipped) or not made or parsed.tree is None:
         return None
     walker = made[0]
-    if walker.root is None:
-        return None
-    if parsed.tree.kind() != walker.root.kind:
-        raise SpanDrift(f"the tree's root is {parsed.tree.kind()}, the PNode's {walker.root.kind}")
-    return FileSpans(walker.pnodes, walker.root, parsed.tree, facts.rows["node"])
+    if parsed.tree.kind() != parsed.root.kind:
+        raise SpanDrift(f"the tree's root is {parsed.tree.kind()}, the PNode's {parsed.root.kind}")
+    return FileSpans(walker.pnodes, parsed.root, parsed.tree, facts.rows["node"])
 
 
 def _span(sg: SgNode) -> Span:
