@@ -184,6 +184,11 @@ class Flow:
 
         out: list[tuple[int, int]] = []
         for node, items in self._reads:
+            if len(items) == 1:  # most reads see one binding, and few of those are a loop's
+                (only,) = items
+                if type(only) is int:
+                    out.append((node, only))
+                    continue
             seen: set[_Item] = set()
             todo = list(items)
             while todo:
