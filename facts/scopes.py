@@ -121,9 +121,7 @@ class Resolver:
             if len(named) != 2:
                 return None
             obj, attr = named
-            if obj.kind == "identifier" and obj.text == scope.first_param:
-                return self._method_of_enclosing_class(attr.text or "", scope)
-            return self.member(self.resolve(obj, scope), attr.text)
+            return self.attribute(obj, attr.text, self.resolve(obj, scope), scope)
         if node.kind == "parenthesized_expression":
             inner = node.named_children()
             return self.resolve(inner[0], scope) if len(inner) == 1 else None
@@ -134,10 +132,6 @@ class Resolver:
         a caller that resolved the object already."""
         if obj.kind == "identifier" and obj.text == scope.first_param:
             return self._method_of_enclosing_class(attr or "", scope)
-        return self.member(base, attr)
-
-    @staticmethod
-    def member(base: str | None, attr: str | None) -> str | None:
         if base is None or base.startswith("builtins."):
             return None
         return f"{base}.{attr}"
