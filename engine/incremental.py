@@ -346,11 +346,12 @@ class StratumUpdate:
         for rule in touched:
             plan = self.program.plans[rule.index]
             parts = selects.setdefault(rule.head.relation, [])
+            empty = self._empty(plan, "old")
             if self._whole(plan):
-                if not self._empty(plan, "old"):
+                if not empty:
                     parts.append(self._select(self.old, rule, plan, {}, "old"))
                 continue
-            narrowed = None if self._empty(plan, "old") else self._narrowed(rule, "old")
+            narrowed = None if empty else self._narrowed(rule, "old")
             if narrowed is not None:
                 parts.append(narrowed)
             for i, atom in enumerate(plan.atoms):
@@ -362,7 +363,7 @@ class StratumUpdate:
                     lost = changes.table[("lost", atom.relation)]
                     parts.append(self._select(self.old, rule, plan, {i: lost}, "old"))
             for k, neg in _negated(plan):
-                if changes.has("netgained", neg.relation) and not self._empty(plan, "old"):
+                if not empty and changes.has("netgained", neg.relation):
                     gained = ExistsIn(neg, changes.table[("netgained", neg.relation)])
                     gaining = _with_filter(plan, k, gained, keep=False)
                     parts.append(self._select(self.old, rule, gaining, {}, "old"))
@@ -435,11 +436,12 @@ class StratumUpdate:
         for rule in touched:
             plan = self.program.plans[rule.index]
             parts = selects.setdefault(rule.head.relation, [])
+            empty = self._empty(plan, "new")
             if self._whole(plan):
-                if not self._empty(plan, "new"):
+                if not empty:
                     parts.append((rule.index, self._select(self.new, rule, plan, {}, "new")))
                 continue
-            narrowed = None if self._empty(plan, "new") else self._narrowed(rule, "new")
+            narrowed = None if empty else self._narrowed(rule, "new")
             if narrowed is not None:
                 parts.append((rule.index, narrowed))
             for i, atom in enumerate(plan.atoms):
@@ -451,7 +453,7 @@ class StratumUpdate:
                     added = changes.table[("gained", atom.relation)]
                     parts.append((rule.index, self._select(self.new, rule, plan, {i: added}, "new")))
             for k, neg in _negated(plan):
-                if changes.has("netlost", neg.relation) and not self._empty(plan, "new"):
+                if not empty and changes.has("netlost", neg.relation):
                     # A tuple lost matches the atom; with a wildcard, others may still match it.
                     lost = ExistsIn(neg, changes.table[("netlost", neg.relation)])
                     losing = _with_filter(plan, k, lost, keep=True)

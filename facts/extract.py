@@ -129,7 +129,7 @@ _BINDING_KINDS = frozenset(
 
 # Expressions: where they hold no line of `ParseResult.binding_lines`, they bind no name (a
 # statement that binds is never inside one), and the binding collector passes over them.
-_EXPRESSION_KINDS = frozenset(
+_EXPRESSION_KINDS = _COMPREHENSIONS | frozenset(
     {
         "argument_list",
         "attribute",
@@ -141,20 +141,16 @@ _EXPRESSION_KINDS = frozenset(
         "concatenated_string",
         "conditional_expression",
         "dictionary",
-        "dictionary_comprehension",
         "dictionary_splat",
         "expression_list",
-        "generator_expression",
         "interpolation",
         "keyword_argument",
         "list",
-        "list_comprehension",
         "list_splat",
         "not_operator",
         "pair",
         "parenthesized_expression",
         "set",
-        "set_comprehension",
         "slice",
         "string",
         "subscript",
