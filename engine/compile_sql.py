@@ -4,7 +4,8 @@
   later occurrences and constants become equalities in WHERE (DuckDB turns them into hash joins);
 * assignments are substituted inline; aggregates become LATERAL scalar subqueries correlated on
   the outer variables (DuckDB decorrelates them into grouped joins);
-* negated atoms -> NOT EXISTS; comparisons and constraint functors -> WHERE conditions.
+* negated atoms -> an ANTI JOIN of the body's solutions (NOT EXISTS inside an aggregate, or
+  for an atom of wildcards only); comparisons and constraint functors -> WHERE conditions.
 
 Every identifier is quoted, so relations called `call`, `order` or `file` need no renaming.
 Statements for recursive strata contain the markers CUR/PREV, replaced by round numbers at run
@@ -14,6 +15,7 @@ time, so each statement is compiled once.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from .plan import AggregatePlan, AtomArgFilter, BodyPlan, ExistsIn, Filter
 from .syntax import (
@@ -92,6 +94,9 @@ class SqlCompiler:
         self, head: Atom, plan: BodyPlan, table_ref: TableRef = plain_table, *, distinct: bool = True
     ) -> str:
         """SELECT (DISTINCT) of the head tuple as columns c0..cn-1 (typed as the relation)."""
+        anti = [f for f in plan.filters if isinstance(f, Atom) and f.negated and _matches_on(f)]
+        if anti:
+            plan = replace(plan, filters=[f for f in plan.filters if not any(f is a for a in anti)])
         from_items, conds, env = self.body(plan, {}, table_ref)
         rel = self.relations[head.relation]
         cols: list[str] = []
@@ -104,7 +109,43 @@ class SqlCompiler:
             if nullable:
                 conds.append(f"{sql} IS NOT NULL")
             cols.append(f"{sql} AS c{i}")
-        return _select(cols or ["1 AS c_unit"], from_items, conds, distinct=distinct)
+        cols = cols or ["1 AS c_unit"]
+        if not anti:
+            return _select(cols, from_items, conds, distinct=distinct)
+        return self._anti_joined(cols, from_items, conds, env, plan.types, anti, distinct=distinct)
+
+    def _anti_joined(
+        self,
+        cols: list[str],
+        from_items: list[str],
+        conds: list[str],
+        env: dict[str, str],
+        types: dict[str, str | None],
+        negated: list[Atom],
+        *,
+        distinct: bool,
+    ) -> str:
+        """The body's solutions (columns `cols`) that match no tuple of the `negated` atoms.
+
+        An ANTI JOIN of the solutions, not a NOT EXISTS per solution: DuckDB plans a correlated
+        NOT EXISTS as a mark join that hashes the whole negated relation, even when the body
+        has a handful of solutions (a late round, an update); an anti join hashes the smaller
+        side.  Both keep a solution whose value is NULL: it equals nothing."""
+        keys: list[str] = []
+        joins: list[str] = []
+        for atom in negated:
+            alias = self.alias("n")
+            on = []
+            for (col_name, _), arg in zip(self.relations[atom.relation].columns, atom.args, strict=True):
+                if isinstance(arg, Wildcard):
+                    continue
+                value, _ = self.term(arg, env, types)
+                on.append(f"{alias}.{quote(col_name)} = b.k{len(keys)}")
+                keys.append(f"{value} AS k{len(keys)}")
+            joins.append(f" ANTI JOIN {self.relation_sql(atom.relation)} AS {alias} ON {' AND '.join(on)}")
+        inner = _select(cols + keys, from_items, conds, distinct=False)
+        names = ", ".join("b." + col.rsplit(" AS ", 1)[1] for col in cols)
+        return f"SELECT {'DISTINCT ' if distinct else ''}{names} FROM ({inner}) AS b{''.join(joins)}"
 
     def select_facts(self, relation: str, facts: Sequence[Fact]) -> str:
         """Distinct tuples of ground facts of one relation, as columns c0..cn-1 (arity > 0)."""
@@ -317,6 +358,11 @@ class SqlCompiler:
         raise AssertionError(f"unknown functor {name}")  # the parser rejects unknown functors
 
 
+def _matches_on(atom: Atom) -> bool:
+    """Whether the atom constrains a column (an anti join needs a condition to join on)."""
+    return any(not isinstance(arg, Wildcard) for arg in atom.args)
+
+
 def _select(cols: list[str], from_items: list[str], conds: list[str], *, distinct: bool) -> str:
     sql = "SELECT " + ("DISTINCT " if distinct else "") + ", ".join(cols)
     if from_items:
@@ -355,8 +401,13 @@ def insert_new_tuples(
     """
     picked = [f"s.c{i}" for i in range(relation.arity)] + [iter_sql, rule_sql]
     sql = f"{_insert_into(relation, table)} SELECT {', '.join(picked)} FROM ({select_sql}) AS s"
-    if anti_join:
-        match = " AND ".join(f"e.{quote(name)} = s.c{i}" for i, name in enumerate(relation.column_names))
-        where = f" WHERE {match}" if match else ""
-        sql += f" WHERE NOT EXISTS (SELECT 1 FROM {table or quote(relation.name)} AS e{where})"
-    return sql
+    if not anti_join:
+        return sql
+    target = table or quote(relation.name)
+    if not relation.arity:
+        return f"{sql} WHERE NOT EXISTS (SELECT 1 FROM {target})"
+    # ANTI JOIN, not NOT EXISTS: DuckDB plans a correlated NOT EXISTS as a mark join that
+    # hashes the whole relation, even for the handful of tuples of a late round or an update;
+    # an anti join hashes the smaller side.
+    match = " AND ".join(f"e.{quote(name)} = s.c{i}" for i, name in enumerate(relation.column_names))
+    return f"{sql} ANTI JOIN {target} AS e ON {match}"
