@@ -319,10 +319,20 @@ class StratumUpdate:
             over = self._over_delete(touched, rules)
             self._delete(over)
             rounds, gained = self._rederive(touched, over)
+        # The tuples each relation gained, as tables: the later strata join them with whole
+        # relations, and DuckDB orders those joins by the sizes it knows, a table's exactly, a
+        # filter's by guess (a fifth of the relation, after which it hashes the whole ones).
+        making = [
+            f"CREATE TABLE {change_table('gained', name)} AS "
+            f'SELECT * FROM {quote(name)} WHERE "_iter" >= {self.first_round}'
+            for name in self.stratum.relations
+            if gained.get(name)
+        ]
+        if making:
+            self.con.execute(";\n".join(making))
         for name in self.stratum.relations:
             self.changes.set("lost", name, over.get(name, 0), change_table("over", name))
-            made = f'(SELECT * FROM {quote(name)} WHERE "_iter" >= {self.first_round})'
-            self.changes.set("gained", name, gained.get(name, 0), made)
+            self.changes.set("gained", name, gained.get(name, 0), change_table("gained", name))
             if name in self.needs_net:
                 if over.get(name) or gained.get(name):
                     self._net_changes(name)
@@ -503,7 +513,7 @@ class StratumUpdate:
         rel = self.program.relations[name]
         cols = ", ".join(change_columns(rel))
         values = value_columns(rel)
-        made = f'SELECT {values} FROM {quote(name)} WHERE "_iter" >= {self.first_round}'
+        made = f"SELECT {values} FROM {change_table('gained', name)}"
         kept = f'SELECT {values} FROM {quote(name)} WHERE "_iter" >= {self.first_round} OR "_iter" = 0'
         lost = (
             f"SELECT {values} FROM {change_table('over', name)}"
