@@ -2,8 +2,9 @@
 
 During an update (engine.update) the previous results are attached read-only as OLD_DB, and
 an in-memory database as CHANGES_DB, whose tables are named after a kind and a relation R:
-"new:R" (the facts staged for R, see Storage.staging_table), "del:R" and "ins:R" (the rows an
-input relation loses and gains), "same:R" (the lost and gained rows no rule tells apart),
+"new:R" (the facts staged for R, see Storage.staging_table), "diff:R" (the rows an input
+relation loses and gains, told apart by a column "_lost": see input_change), "same:R" (the
+lost and gained rows no rule tells apart), "gained:R" (the tuples a derived relation gained),
 and "over:R", "netlost:R", "netgained:R" and "groups:N" (see engine.incremental).
 GENERATION_TABLE, in the results database itself, holds the number of the last update.
 """
@@ -26,6 +27,13 @@ def old_table(relation: str) -> str:
 def change_table(kind: str, relation: str) -> str:
     """A table of CHANGES_DB, of one of the kinds the module's docstring lists."""
     return f"{CHANGES_DB}.{quote(kind + ':' + relation)}"
+
+
+def input_change(rel: Relation, *, lost: bool) -> str:
+    """The rows an input relation loses (`lost`) or gains in an update, as a subquery."""
+    which = '"_lost"' if lost else 'NOT "_lost"'
+    cols = ", ".join(quote(name) for name in rel.column_names) or '"_unit"'
+    return f"(SELECT {cols} FROM {change_table('diff', rel.name)} WHERE {which})"
 
 
 def change_columns(rel: Relation) -> list[str]:

@@ -16,6 +16,7 @@ from .change_tables import (
     OLD_DB,
     change_columns,
     change_table,
+    input_change,
     same_values,
     value_columns,
 )
@@ -88,10 +89,11 @@ class Updating(Evaluation):
         old_sizes = dict(self._sizes)  # the previous state's, which over-deletion reads
         found = Changes()
         for relation, (deleted, inserted) in self._change_inputs(changes, max_changed).items():
+            rel = self._relation(relation)
             for kind in ("lost", "netlost"):
-                found.set(kind, relation, deleted, change_table("del", relation))
+                found.set(kind, relation, deleted, input_change(rel, lost=True))
             for kind in ("gained", "netgained"):
-                found.set(kind, relation, inserted, change_table("ins", relation))
+                found.set(kind, relation, inserted, input_change(rel, lost=False))
         needs_net = net_readers(self.program)
         self.con.execute(f"CREATE TABLE IF NOT EXISTS {GENERATION_TABLE} (g BIGINT)")
         (last,) = self.con.execute(f"SELECT coalesce(max(g), 0) FROM {GENERATION_TABLE}").fetchone() or (0,)
@@ -120,12 +122,14 @@ class Updating(Evaluation):
             cols = ", ".join(change_columns(rel))
             empty = f"SELECT {value_columns(rel)} FROM {quote(relation)} WHERE FALSE"
             lost, gained = lost or empty, gained or empty
-            loses, gains = change_table("del", relation), change_table("ins", relation)
+            diff = change_table("diff", relation)
+            # Both sides in one statement, each read once: the previous state's rows are a
+            # scan of the whole relation (a file's node ids are not clustered in its table).
             making += [
-                f"CREATE TABLE {loses} ({cols})",
-                f"CREATE TABLE {gains} ({cols})",
-                f"INSERT INTO {loses} ({lost}) EXCEPT ({gained})",
-                f"INSERT INTO {gains} ({gained}) EXCEPT ({lost})",
+                f'CREATE TABLE {diff} ({cols}, "_lost" BOOLEAN)',
+                f"INSERT INTO {diff} WITH lost AS MATERIALIZED ({lost}), gained AS MATERIALIZED ({gained}) "
+                "SELECT *, TRUE FROM (FROM lost EXCEPT FROM gained) "
+                "UNION ALL SELECT *, FALSE FROM (FROM gained EXCEPT FROM lost)",
             ]
         if not making:
             return {}
@@ -138,14 +142,14 @@ class Updating(Evaluation):
             if deleted:
                 match = same_values(rel, table, "d")
                 applying.append(
-                    f"DELETE FROM {table} USING {change_table('del', relation)} AS d "
+                    f"DELETE FROM {table} USING {input_change(rel, lost=True)} AS d "
                     f'WHERE {table}."_iter" = 0 AND {match}'
                 )
             if inserted:
                 names_sql = ", ".join([quote(c) for c in rel.column_names] + ['"_iter"', '"_rule"'])
                 applying.append(
                     f"INSERT INTO {table} ({names_sql}) SELECT {value_columns(rel)}, 0, NULL "
-                    f"FROM {change_table('ins', relation)}"
+                    f"FROM {input_change(rel, lost=False)}"
                 )
             self._sizes[relation] += inserted - deleted
         if applying:
@@ -168,18 +172,18 @@ class Updating(Evaluation):
             columns = [rel.column_names[i] for i in sorted(read.get(relation, ()))]
             if not deleted or not inserted or len(columns) == rel.arity:
                 continue
-            loses, gains = change_table("del", relation), change_table("ins", relation)
+            diff = change_table("diff", relation)
             if not columns:  # no rule reads the relation
-                statements += [f"DELETE FROM {loses}", f"DELETE FROM {gains}"]
+                statements.append(f"DELETE FROM {diff}")
                 continue
             names = ", ".join(quote(c) for c in columns)
             same = change_table("same", relation)
             statements.append(
-                f"CREATE TABLE {same} AS SELECT {names} FROM {loses} INTERSECT SELECT {names} FROM {gains}"
+                f'CREATE TABLE {same} AS SELECT {names} FROM {diff} WHERE "_lost" '
+                f'INTERSECT SELECT {names} FROM {diff} WHERE NOT "_lost"'
             )
-            for table in (loses, gains):
-                match = " AND ".join(f"{table}.{quote(c)} = b.{quote(c)}" for c in columns)
-                statements.append(f"DELETE FROM {table} USING {same} AS b WHERE {match}")
+            match = " AND ".join(f"{diff}.{quote(c)} = b.{quote(c)}" for c in columns)
+            statements.append(f"DELETE FROM {diff} USING {same} AS b WHERE {match}")
         if not statements:
             return counts
         self.con.execute(";\n".join(statements))
@@ -188,8 +192,8 @@ class Updating(Evaluation):
     def _change_counts(self, relations: list[str]) -> dict[str, tuple[int, int]]:
         """The rows of each relation's change tables: (lost, gained)."""
         counting = [
-            f"SELECT {k} AS k, (SELECT count(*) FROM {change_table('del', name)}) AS d, "
-            f"(SELECT count(*) FROM {change_table('ins', name)}) AS i"
+            f'SELECT {k} AS k, count(*) FILTER (WHERE "_lost") AS d, '
+            f'count(*) FILTER (WHERE NOT "_lost") AS i FROM {change_table("diff", name)}'
             for k, name in enumerate(relations)
         ]
         rows = self.con.execute(" UNION ALL ".join(counting)).fetchall()
