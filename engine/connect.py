@@ -107,18 +107,26 @@ _FOREIGN_OBJECTS = [
     ("default of", "table_name || '.' || column_name", "duckdb_columns()", "column_default IS NOT NULL"),
     ("table", "table_name", "duckdb_tables()", "NOT internal"),
 ]
+# DuckDB 2 keeps triggers in the database file, and fires them on a write of this connection's
+# (an update writes into a copy of saved results): one would change an answer unseen.
+_TRIGGERS = ("trigger on", "table_name || '.' || trigger_name", "duckdb_triggers()", "TRUE")
 
 
 def foreign_objects(con: duckdb.DuckDBPyConnection, tables: set[str]) -> list[str]:
     """What the connection's own database holds besides the `tables` cpq makes in it: other
-    tables, views, macros, sequences, indexes, types, schemas, constraints, column defaults.
+    tables, views, macros, sequences, indexes, types, schemas, constraints, column defaults,
+    triggers.
     Empty for a database cpq made."""
-    query = " UNION ALL ".join(
-        f"SELECT '{kind}', {name} FROM {source} WHERE database_name = current_database() AND {where}"
-        for kind, name, source, where in _FOREIGN_OBJECTS
-    )
-    return [
-        f"{kind} {name}"
-        for kind, name in con.execute(query).fetchall()
-        if not (kind == "table" and name in tables)
-    ]
+
+    def listing(sources: list[tuple[str, str, str, str]]) -> list[tuple[str, str]]:
+        query = " UNION ALL ".join(
+            f"SELECT '{kind}', {name} FROM {source} WHERE database_name = current_database() AND {where}"
+            for kind, name, source, where in sources
+        )
+        return con.execute(query).fetchall()
+
+    try:
+        found = listing([*_FOREIGN_OBJECTS, _TRIGGERS])
+    except duckdb.CatalogException:  # a DuckDB without triggers (before 2.0) has none to list
+        found = listing(_FOREIGN_OBJECTS)
+    return [f"{kind} {name}" for kind, name in found if not (kind == "table" and name in tables)]

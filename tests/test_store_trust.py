@@ -39,6 +39,7 @@ import duckdb
 import pytest
 from conftest import EXAMPLES
 
+from cpq.engine.connect import foreign_objects
 from cpq.facts import SourceText
 from cpq.facts.packing import _HEADER, max_unpacked, unpack_facts
 from cpq.facts.parallel import extract_all
@@ -401,6 +402,61 @@ def test_a_view_reading_a_file_elsewhere_in_the_saved_results_is_never_read(lab:
         reseal_results(lab, path)
     first, _ = assert_unharmed(lab)
     assert CACHE_LINE in first.stderr
+
+
+def _trigger_dropping_the_findings_on(con: duckdb.DuckDBPyConnection) -> bool:
+    """A trigger that empties `finding` once facts are written into `node`; False where this
+    DuckDB has no triggers."""
+    try:
+        con.execute(
+            'CREATE TRIGGER cpq_planted AFTER INSERT ON "node" FOR EACH STATEMENT DELETE FROM finding'
+        )
+    except duckdb.Error:
+        return False
+    return True
+
+
+def _trigger_dropping_the_findings(path: Path) -> bool:
+    """That trigger in the results file `path` (False: none could be made)."""
+    con = duckdb.connect(str(path))
+    try:
+        made = _trigger_dropping_the_findings_on(con)
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    return made
+
+
+def test_a_trigger_is_a_foreign_object_of_the_store_and_of_saved_results(tmp_path: Path) -> None:
+    """The same check guards the fact store and the results files."""
+    path = tmp_path / "planted.duckdb"
+    con = duckdb.connect(str(path))
+    try:
+        con.execute('CREATE TABLE "node" (n BIGINT); CREATE TABLE finding (code VARCHAR)')
+        assert foreign_objects(con, {"node", "finding"}) == []
+        if not _trigger_dropping_the_findings_on(con):
+            pytest.skip(f"DuckDB {duckdb.__version__} keeps no triggers")
+        assert foreign_objects(con, {"node", "finding"}) == ["trigger on node.cpq_planted"]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("resealed", [False, True], ids=["tampered", "resealed"])
+def test_a_trigger_in_the_saved_results_never_fires(lab: Lab, resealed: bool) -> None:
+    """An edit brings the saved results up to date, writing facts into a copy of them: a
+    trigger there would change the report (DuckDB 2 keeps triggers in the file)."""
+    lab.seed()
+    path = lab.results_file()
+    if not _trigger_dropping_the_findings(path):
+        pytest.skip(f"DuckDB {duckdb.__version__} keeps no triggers")
+    if resealed:  # the key leaked: the trigger is still a foreign object
+        reseal_results(lab, path)
+    wave = lab.tree / "wave_equation.py"
+    wave.write_text(wave.read_text() + "\nsteps = 10\n")
+    lab.forget_reference()
+    first, _ = assert_unharmed(lab)
+    assert CACHE_LINE in first.stderr
+    assert report_of(first)["findings"]
 
 
 def test_a_resealed_view_is_refused_even_by_cpq_query(lab: Lab) -> None:
