@@ -4,6 +4,7 @@ attached, the input relations' changes applied, then the strata brought up to da
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -117,23 +118,25 @@ class Updating(Evaluation):
         a rule can tell apart.  The statements go in few calls: most relations change by a few
         rows or none."""
         making: list[str] = []
+        filling: list[str] = []
         for relation, (lost, gained) in changes.items():
             rel = self._relation(relation)
             cols = ", ".join(change_columns(rel))
             empty = f"SELECT {value_columns(rel)} FROM {quote(relation)} WHERE FALSE"
             lost, gained = lost or empty, gained or empty
             diff = change_table("diff", relation)
+            making.append(f'CREATE TABLE {diff} ({cols}, "_lost" BOOLEAN)')
             # Both sides in one statement, each read once: the previous state's rows are a
             # scan of the whole relation (a file's node ids are not clustered in its table).
-            making += [
-                f'CREATE TABLE {diff} ({cols}, "_lost" BOOLEAN)',
+            filling.append(
                 f"INSERT INTO {diff} WITH lost AS MATERIALIZED ({lost}), gained AS MATERIALIZED ({gained}) "
                 "SELECT *, TRUE FROM (FROM lost EXCEPT FROM gained) "
-                "UNION ALL SELECT *, FALSE FROM (FROM gained EXCEPT FROM lost)",
-            ]
+                "UNION ALL SELECT *, FALSE FROM (FROM gained EXCEPT FROM lost)"
+            )
         if not making:
             return {}
         self.con.execute(";\n".join(making))
+        self._side_by_side(filling)
         counts = self._change_counts(list(changes))
         applying = []
         for relation, (deleted, inserted) in counts.items():
@@ -159,6 +162,31 @@ class Updating(Evaluation):
         if max_changed is not None and changed > max_changed:
             raise UpdateTooLarge(changed, max_changed)
         return counts
+
+    def _side_by_side(self, statements: list[str]) -> None:
+        """Run the statements, each of which writes a table of its own, half of them on a
+        second connection meanwhile (DuckDB runs each of these small ones on one core)."""
+        if self.concurrency <= 1 or len(statements) < 2:
+            self.con.execute(";\n".join(statements))
+            return
+        failed: list[BaseException] = []
+        cursor = self.con.cursor()
+
+        def other_half() -> None:
+            try:
+                cursor.execute(";\n".join(statements[1::2]))
+            except BaseException as exc:  # raised again below, in the caller's thread
+                failed.append(exc)
+
+        helper = threading.Thread(target=other_half, name="cpq-update-inputs")
+        helper.start()
+        try:
+            self.con.execute(";\n".join(statements[::2]))
+        finally:
+            helper.join()
+            cursor.close()
+        if failed:
+            raise failed[0]
 
     def _unseen_changes_dropped(self, counts: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
         """Take out of the changes of each input relation the pairs of a lost and a gained tuple

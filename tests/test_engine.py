@@ -165,6 +165,26 @@ def test_stratified_negation_unreachable() -> None:
     assert db.program.strata.index(["path"]) < db.program.strata.index(["unreachable"])
 
 
+def test_several_negations_of_a_rule_each_rule_a_tuple_out() -> None:
+    """Negated atoms with constants, wildcards and computed arguments in one body (they are
+    joined as anti joins): each takes out the solutions it matches, and only those; one whose
+    argument cannot be computed (NULL) matches nothing, as when it was a NOT EXISTS."""
+    text = """
+    .decl e(x: number, s: symbol)
+    .decl r(x: number, s: symbol)
+    .decl q(y: number)
+    .decl p(x: number)
+    p(X) :- e(X, S), !r(X, S), !q(X), !r(_, "none"), !q(X + 10), !q(to_number(S)).
+    .decl blocked(x: number)
+    blocked(X) :- e(X, _), !r(_, "z").
+    """
+    e = [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "7"), (6, "f")]
+    db = run(text, e=e, r=[(1, "a"), (2, "z")], q=[(3,), (14,), (7,)])
+    # 1: r(1, "a"); 3: q(3); 4: q(14); 5: q(to_number("7")); 6's to_number("f") is NULL.
+    assert db.rows("p") == [(2,), (6,)]
+    assert db.rows("blocked") == []
+
+
 AGG = """
 .decl node(x: symbol)
 .decl w(x: symbol, y: symbol, v: number)
