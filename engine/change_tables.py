@@ -32,8 +32,7 @@ def change_table(kind: str, relation: str) -> str:
 def input_change(rel: Relation, *, lost: bool) -> str:
     """The rows an input relation loses (`lost`) or gains in an update, as a subquery."""
     which = '"_lost"' if lost else 'NOT "_lost"'
-    cols = ", ".join(quote(name) for name in rel.column_names) or '"_unit"'
-    return f"(SELECT {cols} FROM {change_table('diff', rel.name)} WHERE {which})"
+    return f"(SELECT {value_columns(rel)} FROM {change_table('diff', rel.name)} WHERE {which})"
 
 
 def change_columns(rel: Relation) -> list[str]:

@@ -96,7 +96,7 @@ class SqlCompiler:
         """SELECT (DISTINCT) of the head tuple as columns c0..cn-1 (typed as the relation)."""
         anti = [f for f in plan.filters if isinstance(f, Atom) and f.negated and _matches_on(f)]
         if anti:
-            plan = replace(plan, filters=[f for f in plan.filters if not any(f is a for a in anti)])
+            plan = replace(plan, filters=[f for f in plan.filters if not (isinstance(f, Atom) and f in anti)])
         from_items, conds, env = self.body(plan, {}, table_ref)
         rel = self.relations[head.relation]
         cols: list[str] = []
@@ -109,9 +109,8 @@ class SqlCompiler:
             if nullable:
                 conds.append(f"{sql} IS NOT NULL")
             cols.append(f"{sql} AS c{i}")
-        cols = cols or ["1 AS c_unit"]
         if not anti:
-            return _select(cols, from_items, conds, distinct=distinct)
+            return _select(cols or ["1 AS c_unit"], from_items, conds, distinct=distinct)
         return self._anti_joined(cols, from_items, conds, env, plan.types, anti, distinct=distinct)
 
     def _anti_joined(
@@ -125,12 +124,10 @@ class SqlCompiler:
         *,
         distinct: bool,
     ) -> str:
-        """The body's solutions (columns `cols`) that match no tuple of the `negated` atoms.
-
-        An ANTI JOIN of the solutions, not a NOT EXISTS per solution: DuckDB plans a correlated
-        NOT EXISTS as a mark join that hashes the whole negated relation, even when the body
-        has a handful of solutions (a late round, an update); an anti join hashes the smaller
-        side.  Both keep a solution whose value is NULL: it equals nothing."""
+        """The body's solutions (the head's columns `cols`, c0..cn-1) that match no tuple of
+        the `negated` atoms: an anti join of them (see insert_new_tuples for why not NOT
+        EXISTS).  Both keep a solution whose value is NULL: it equals nothing."""
+        names = ", ".join(f"b.c{i}" for i in range(len(cols))) or "1 AS c_unit"
         keys: list[str] = []
         joins: list[str] = []
         for atom in negated:
@@ -144,7 +141,6 @@ class SqlCompiler:
                 keys.append(f"{value} AS k{len(keys)}")
             joins.append(f" ANTI JOIN {self.relation_sql(atom.relation)} AS {alias} ON {' AND '.join(on)}")
         inner = _select(cols + keys, from_items, conds, distinct=False)
-        names = ", ".join("b." + col.rsplit(" AS ", 1)[1] for col in cols)
         return f"SELECT {'DISTINCT ' if distinct else ''}{names} FROM ({inner}) AS b{''.join(joins)}"
 
     def select_facts(self, relation: str, facts: Sequence[Fact]) -> str:

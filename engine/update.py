@@ -4,9 +4,9 @@ attached, the input relations' changes applied, then the strata brought up to da
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -169,24 +169,14 @@ class Updating(Evaluation):
         if self.concurrency <= 1 or len(statements) < 2:
             self.con.execute(";\n".join(statements))
             return
-        failed: list[BaseException] = []
         cursor = self.con.cursor()
-
-        def other_half() -> None:
-            try:
-                cursor.execute(";\n".join(statements[1::2]))
-            except BaseException as exc:  # raised again below, in the caller's thread
-                failed.append(exc)
-
-        helper = threading.Thread(target=other_half, name="cpq-update-inputs")
-        helper.start()
         try:
-            self.con.execute(";\n".join(statements[::2]))
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                other_half = pool.submit(cursor.execute, ";\n".join(statements[1::2]))
+                self.con.execute(";\n".join(statements[::2]))
+                other_half.result()  # its failure, raised here
         finally:
-            helper.join()
             cursor.close()
-        if failed:
-            raise failed[0]
 
     def _unseen_changes_dropped(self, counts: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
         """Take out of the changes of each input relation the pairs of a lost and a gained tuple
