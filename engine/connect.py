@@ -30,12 +30,14 @@ _STARTUP = {
 @dataclass(frozen=True)
 class Limits:
     """What a connection may use: memory before it spills, where it spills, the directories
-    whose files it may open besides its own database (for ATTACH), and DuckDB's threads."""
+    whose files it may open besides its own database (for ATTACH), DuckDB's threads, and how
+    much write-ahead log a database file gathers before DuckDB checkpoints it on its own."""
 
     memory_limit: str | None = None
     temp_directory: str | None = None
     directories: tuple[str, ...] = ()
     threads: int | None = None
+    checkpoint_log: str | None = None
 
 
 NO_LIMITS = Limits()
@@ -61,6 +63,8 @@ def connect(
         config["temp_directory"] = limits.temp_directory
     if limits.threads is not None:
         config["threads"] = limits.threads
+    if limits.checkpoint_log is not None:
+        config["checkpoint_threshold"] = limits.checkpoint_log
     target = ":memory:" if path is None else str(path)
     con = None
     if block_size is not None and path is not None:

@@ -41,6 +41,11 @@ if TYPE_CHECKING:
 
 CONTEXT_RELATION = "context_number"
 DEFAULT_MEMORY_LIMIT = "1GB"
+# The write-ahead log a results file gathers before DuckDB checkpoints it on its own.  With
+# DuckDB's 16 MB, loading SciPy's and Astropy's facts and evaluating the rules checkpointed
+# dozens of times, each compressing and writing the tables' last row groups again, on the cores
+# the parsing and the evaluation need; the results are checkpointed once, when saved.
+CHECKPOINT_LOG = "512MB"
 
 
 @dataclass
@@ -201,11 +206,17 @@ def memory_limit() -> str:
 def limits(path: Path | None) -> Limits:
     """What the evaluation's connection may use: the memory limit, beyond which DuckDB works
     from disk (for a database in memory, in the system's temporary folder, never the working
-    directory), and the folder of its file (for the previous results an update attaches)."""
+    directory), and the folder of its file (for the previous results an update attaches), whose
+    write-ahead log may grow to CHECKPOINT_LOG."""
     if path is None:
         spill = Path(tempfile.gettempdir()) / f"cpq-duckdb-{os.getpid()}"
         return Limits(memory_limit(), str(spill), threads=EVALUATION_THREADS)
-    return Limits(memory_limit(), directories=(str(path.parent),), threads=EVALUATION_THREADS)
+    return Limits(
+        memory_limit(),
+        directories=(str(path.parent),),
+        threads=EVALUATION_THREADS,
+        checkpoint_log=CHECKPOINT_LOG,
+    )
 
 
 def new_database(

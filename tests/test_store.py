@@ -422,11 +422,18 @@ def test_a_small_trees_results_file_starts_as_a_copy_of_the_tables_template(
     assert len(list((tmp_path / "cache" / "cpq").glob("tables-*.duckdb"))) == 1
 
 
-def test_a_large_trees_results_file_has_small_blocks_too(tree: Path, tmp_path: Path, monkeypatch) -> None:
-    """DuckDB gives each table a block of its own: with its 256 KiB blocks, NumPy's results took
-    120 MB instead of 72, which every edit copies, checks and seals again."""
+def _saved_block_size(tree: Path) -> int:
     import duckdb
 
+    saved = max((tree / ".cpq").glob("results-*.duckdb"), key=lambda path: path.stat().st_mtime_ns)
+    with duckdb.connect(str(saved), read_only=True) as con:
+        (block_size,) = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
+    return int(block_size)
+
+
+def test_a_large_trees_results_file_has_small_blocks_too(tree: Path, tmp_path: Path, monkeypatch) -> None:
+    """DuckDB gives each table a block of its own: with its 256 KiB blocks, NumPy's results took
+    112 MB instead of 68, which every edit copies, checks and seals again."""
     from cpq.pipeline.cache import facade
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -434,11 +441,53 @@ def test_a_large_trees_results_file_has_small_blocks_too(tree: Path, tmp_path: P
     result = assess(tree, use_cache=True, keep_database=False)
     assert result.how == "evaluated"
     assert not list((tmp_path / "cache").glob("cpq/tables-*.duckdb"))  # made, not copied
-    (saved,) = (tree / ".cpq").glob("results-*.duckdb")
-    with duckdb.connect(str(saved), read_only=True) as con:
-        (block_size,) = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
-    assert block_size == facade.SMALL_BLOCK_SIZE
+    assert _saved_block_size(tree) == facade.SMALL_BLOCK_SIZE
     assert _key(assess(tree, use_cache=True, keep_database=False)) == _key(result)
+
+
+def test_a_very_large_trees_results_file_has_duckdbs_own_blocks(
+    tree: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """From LARGE_TREE_BYTES of source, the results are so large that the 40 MB larger blocks
+    cost is a small part of them, and they load and checkpoint faster; an edit updates them."""
+    from cpq.pipeline.cache import facade
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(facade, "SMALL_TREE_BYTES", 0)
+    monkeypatch.setattr(facade, "LARGE_TREE_BYTES", 0)  # every tree is a very large one
+    uncached = assess(tree, use_cache=False)
+    result = assess(tree, use_cache=True, keep_database=False)
+    assert result.how == "evaluated" and _key(result) == _key(uncached)
+    assert _saved_block_size(tree) == facade.LARGE_BLOCK_SIZE
+    target = tree / "wave_equation.py"
+    target.write_text(target.read_text() + "\n\ndef added(a):\n    for i in range(3):\n        a[i] = 0\n")
+    updated = assess(tree, use_cache=True, keep_database=False)
+    assert updated.how == "saved results updated"
+    assert _key(updated) == _key(assess(tree, use_cache=False))
+    assert _saved_block_size(tree) == facade.LARGE_BLOCK_SIZE
+
+
+def test_results_files_are_checkpointed_when_saved_not_every_16_mb_of_log(tmp_path: Path) -> None:
+    """DuckDB checkpoints a file at every 16 MB of write-ahead log by default: loading SciPy's
+    and Astropy's facts and evaluating the rules did it dozens of times, each compressing the
+    tables' last row groups again.  A results file's connection waits for CHECKPOINT_LOG;
+    an in-memory database has no log."""
+    import duckdb
+
+    from cpq.engine.connect import connect
+    from cpq.pipeline.run import CHECKPOINT_LOG, limits
+
+    setting = "SELECT current_setting('checkpoint_threshold')"
+    con = connect(tmp_path / "results.duckdb", limits=limits(tmp_path / "results.duckdb"))
+    try:
+        (threshold,) = con.execute(setting).fetchone()
+    finally:
+        con.close()
+    with duckdb.connect(":memory:", config={"checkpoint_threshold": CHECKPOINT_LOG}) as plain:
+        assert threshold == plain.execute(setting).fetchone()[0]
+    with duckdb.connect(":memory:") as plain:
+        assert threshold != plain.execute(setting).fetchone()[0]
+    assert limits(None).checkpoint_log is None
 
 
 def test_the_user_cache_keeps_the_most_recently_used_entries(tmp_path: Path, monkeypatch) -> None:

@@ -53,6 +53,12 @@ CACHE_DIRNAME = ".cpq"
 # start as a copy of a template.
 SMALL_TREE_BYTES = 1_000_000
 SMALL_BLOCK_SIZE = 16 * 1024
+# From this much source (about 650,000 lines), DuckDB's own block size: results take some six
+# times the source's bytes, and larger blocks cost about 40 MB more whatever the tree (a tenth
+# of the file here, where NumPy's 68 MB would have become 112 MB, which every edit copies),
+# while they made loading the facts and checkpointing cheaper (SciPy + Astropy, 36 MB).
+LARGE_TREE_BYTES = 24_000_000
+LARGE_BLOCK_SIZE = 256 * 1024
 # What an update may fail with: the run then evaluates from scratch.
 _UPDATE_FAILURES = (duckdb.Error, OSError, ValueError, DatalogError, trust.Untrusted, UpdateTooLarge)
 
@@ -213,13 +219,15 @@ class Cache:
         return found
 
     def _database_at(self, path: Path, program: Program, context: Context, inputs: Inputs) -> Database:
-        """A new database in the file `path`, with small blocks: DuckDB gives each table a block
-        of its own, and with its 256 KiB blocks one small file's results would take 30 MB, and
-        NumPy's 120 MB instead of 72 (which an edit then copies and checks, and seals again).
+        """A new database in the file `path`, with small blocks but for a large tree (see
+        LARGE_TREE_BYTES): DuckDB gives each table a block of its own, and with its 256 KiB
+        blocks one small file's results would take 30 MB, and NumPy's 112 MB instead of 68
+        (which an edit then copies and checks, and seals again).
         For a small tree, copied from a template of the program's tables (making some 200
         tables was a tenth of a one-file run; on a large tree it overlaps the parsing)."""
         if inputs.source_bytes >= SMALL_TREE_BYTES:
-            return new_database(program, context, inputs, path, block_size=SMALL_BLOCK_SIZE)
+            block_size = LARGE_BLOCK_SIZE if inputs.source_bytes >= LARGE_TREE_BYTES else SMALL_BLOCK_SIZE
+            return new_database(program, context, inputs, path, block_size=block_size)
         key = keys.template_key(program.text, duckdb.__version__, SMALL_BLOCK_SIZE)
         if not user_cache.copy_template(key, path):
             _make_template(program, key)
