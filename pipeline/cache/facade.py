@@ -53,10 +53,10 @@ CACHE_DIRNAME = ".cpq"
 # start as a copy of a template.
 SMALL_TREE_BYTES = 1_000_000
 SMALL_BLOCK_SIZE = 16 * 1024
-# From this much source (about 650,000 lines), DuckDB's own block size: results take some six
-# times the source's bytes, and larger blocks cost about 40 MB more whatever the tree (a tenth
-# of the file here, where NumPy's 68 MB would have become 112 MB, which every edit copies),
-# while they made loading the facts and checkpointing cheaper (SciPy + Astropy, 36 MB).
+# From this much source (about 650,000 lines), DuckDB's own block size: results take six or
+# seven times the source's bytes, and larger blocks add about 40 MB whatever the tree (an
+# eighth of the results from here; NumPy's 68 MB would become 112 MB, which every edit
+# copies), while they make loading the facts and checkpointing cheaper (SciPy + Astropy, 36 MB).
 LARGE_TREE_BYTES = 24_000_000
 LARGE_BLOCK_SIZE = 256 * 1024
 # What an update may fail with: the run then evaluates from scratch.
