@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from ...engine import Program
 
 CACHE_DIRNAME = ".cpq"
-# Results files use SMALL_BLOCK_SIZE blocks; below this much source (about 25,000 lines) they
-# start as a copy of a template.
+# Results files use SMALL_BLOCK_SIZE blocks (but from LARGE_TREE_BYTES of source); below this
+# much source (about 25,000 lines) they start as a copy of a template.
 SMALL_TREE_BYTES = 1_000_000
 SMALL_BLOCK_SIZE = 16 * 1024
 # From this much source (about 650,000 lines), DuckDB's own block size: results take six or
