@@ -7,6 +7,7 @@ failing one with a hot BLOCKS finding), and the GitHub Action run step by step o
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import pty
@@ -178,7 +179,11 @@ def test_an_assessment_goes_through_every_phase(tmp_path: Path) -> None:
 
     def phases(**options: object) -> tuple[list[str], str]:
         stream = FakeTTY()
-        with Progress(stream=stream, delay=0.0, environ={}) as progress:
+        # A clock a second ahead at each reading: every redraw is due, so what is drawn does
+        # not depend on how fast the host runs (a 2-file update can be done within one
+        # REDRAW_EVERY, and its strata count would then never be drawn).
+        clock = itertools.count(0.0, 1.0).__next__
+        with Progress(stream=stream, delay=0.0, clock=clock, environ={}) as progress:
             assess(tree, Context(), progress=progress, **options)  # type: ignore[arg-type]
         return progress.phases, stream.getvalue()
 
