@@ -7,9 +7,10 @@ Trees are built from sdists fetched from the package index with pip (pinned vers
 nothing else touches the network): `numpy` is the `.py` files of the numpy package, and
 `scipy-astropy` those of scipy and astropy side by side.  `small` is one example file.
 
-For each tree, in one run: cpq cold (store deleted), cpq warm (same command again), cpq after
-a comment edit and after a code edit of one file, cpq --no-cache, `ruff check --select ALL`,
-and Semgrep with bench/semgrep-rules.yml (on every file, then with its default ignores).
+For each tree, in each of `--repeat` rounds: cpq cold (store deleted), cpq warm (same command
+again), cpq after a comment edit and after a code edit of one file, cpq --no-cache, `ruff check
+--select ALL`, and Semgrep with bench/semgrep-rules.yml (on every file, then with its default
+ignores).  The rounds interleave the tools, so a drift of the host's speed weighs on all alike.
 Each command runs in its own process; its wall time, its peak RSS (the largest process among
 it and its descendants, from wait4) and the peak of the summed RSS of its whole process tree
 (sampled from /proc every 100 ms) are reported, with the ratios and the targets of the issue.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -31,7 +33,7 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -492,86 +494,111 @@ class Results:
         return row if row is not None and row.ok else None
 
 
-def run_cpq_tree(tree: Tree, out: Path, repeat: int, timeout_s: float, results: Results) -> None:
-    cpq = cpq_cmd()
-    store = tree.root / ".cpq"
-    reports = {m: out / f"{tree.name}-{m}.json" for m in ("cold", "warm", "no-cache")}
-    rows = {
-        m: Row(tree.name, f"cpq {m}", tree.files, tree.lines)
-        for m in ("cold", "warm", *EDIT_MODES, "no-cache")
-    }
-    edit_file = pick_edit_file(tree.root)
-    original = edit_file.read_bytes()
-    for mark in (EDIT_MARK, CODE_EDIT_MARK):
-        if mark in original:  # left by an interrupted run
-            original = original[: original.index(mark)]
-            edit_file.write_bytes(original)
-    stat = edit_file.stat()
-    name = edit_file.relative_to(tree.root)
-    edits = {
-        "edit comment": f"appended a comment line to {name} ({count_lines(original)} lines)",
-        "edit code": f"appended an assignment to {name}",
-    }
-    for mode, what in edits.items():
-        rows[mode].note = what
+class CpqRuns:
+    """cpq's runs on a tree, one round at a time (see `run_tree`): cold, warm, the two edits
+    and --no-cache per round; `finish` adds the rows and the same-findings checks."""
 
-    def assess(mode: str, extra: Sequence[str] = ()) -> Measure:
-        target = reports.get(mode, out / f"{tree.name}-{mode}.json")
-        cmd = [*cpq, "-v", "assess", str(tree.root), "--format", "json", "-o", str(target), *extra]
-        m = measure(cmd, timeout_s, cwd=out)
-        rows[mode].runs.append(m)
-        timing = cpq_timing(m.stderr)
-        if timing:
-            rows[mode].note = f"{edits[mode]}; {timing}" if mode in edits else timing
-        if m.timed_out:
-            print(f"  cpq {mode} killed after {timeout_s:.0f} s (--timeout)")
-        elif m.rc != 0:
-            print(f"  cpq {mode} exited {m.rc}: {m.stderr.strip()[-400:]}")
-        print(f"  {tree.name:14} cpq {mode:13} {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
-        return m
+    def __init__(self, tree: Tree, out: Path, timeout_s: float, results: Results) -> None:
+        self.tree, self.results = tree, results
+        self.stopped = False  # a cold run failed: no further round
+        self._rows: dict[str, Row] = {}
+        self._reports: dict[str, Path] = {}
+        self._round = self._rounds(tree, out, timeout_s, results)
 
-    def check_edit(mode: str) -> None:
-        """The edited tree once more with --no-cache (not timed): the saved results an edit
-        reused, or the facts it copied, must give what a fresh run gives."""
-        fresh = out / f"{tree.name}-{mode.replace(' ', '-')}-no-cache.json"
-        cmd = [*cpq, "assess", str(tree.root), "--format", "json", "-o", str(fresh), "--no-cache"]
-        m = measure(cmd, timeout_s, cwd=out)
-        edited = out / f"{tree.name}-{mode}.json"  # where assess(mode) wrote it
-        if m.rc != 0:
-            results.edits_identical[f"{tree.name}: {mode}"] = (False, f"--no-cache exited {m.rc}")
-        else:
-            results.edits_identical[f"{tree.name}: {mode}"] = findings_equal(
-                {mode: edited, "--no-cache": fresh}
-            )
-
-    for i in range(repeat):
-        shutil.rmtree(store, ignore_errors=True)
-        cold = assess("cold")
-        if cold.timed_out or cold.rc != 0:
-            why = f"timed out after {timeout_s:.0f} s" if cold.timed_out else f"exited {cold.rc}"
-            results.notes.append(f"{tree.name}: cpq warm, edit and no-cache not run: the cold run {why}")
-            break
-        assess("warm")
+    def round(self) -> None:
+        if self.stopped:
+            return
         try:
-            edit_file.write_bytes(original + EDIT_MARK + f" {i} {time.time_ns()}\n".encode())
-            assess("edit comment")
-            if i == 0:
-                check_edit("edit comment")
-            edit_file.write_bytes(original + CODE_EDIT_MARK + f"{time.time_ns()}\n".encode())
-            assess("edit code")
-            if i == 0:
-                check_edit("edit code")
-        finally:
-            edit_file.write_bytes(original)
-            os.utime(edit_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        assess("no-cache", ["--no-cache"])
-    results.rows.extend(rows.values())
-    if all(r.ok and r.runs for r in rows.values()):
-        results.identical[tree.name] = findings_equal(reports)
-    elif any(r.runs and not r.ok and not r.timed_out for r in rows.values()):
-        results.identical[tree.name] = (False, "a cpq run failed")
-    else:
-        results.identical[tree.name] = (None, "not checked: a cpq run timed out")
+            next(self._round)
+        except StopIteration:  # the cold run failed
+            self.stopped = True
+
+    def finish(self) -> None:
+        rows = self._rows
+        self.results.rows.extend(rows.values())
+        name = self.tree.name
+        if all(r.ok and r.runs for r in rows.values()):
+            self.results.identical[name] = findings_equal(self._reports)
+        elif any(r.runs and not r.ok and not r.timed_out for r in rows.values()):
+            self.results.identical[name] = (False, "a cpq run failed")
+        else:
+            self.results.identical[name] = (None, "not checked: a cpq run timed out")
+
+    def _rounds(self, tree: Tree, out: Path, timeout_s: float, results: Results) -> Iterator[None]:
+        cpq = cpq_cmd()
+        store = tree.root / ".cpq"
+        reports = {m: out / f"{tree.name}-{m}.json" for m in ("cold", "warm", "no-cache")}
+        rows = {
+            m: Row(tree.name, f"cpq {m}", tree.files, tree.lines)
+            for m in ("cold", "warm", *EDIT_MODES, "no-cache")
+        }
+        edit_file = pick_edit_file(tree.root)
+        original = edit_file.read_bytes()
+        for mark in (EDIT_MARK, CODE_EDIT_MARK):
+            if mark in original:  # left by an interrupted run
+                original = original[: original.index(mark)]
+                edit_file.write_bytes(original)
+        stat = edit_file.stat()
+        name = edit_file.relative_to(tree.root)
+        edits = {
+            "edit comment": f"appended a comment line to {name} ({count_lines(original)} lines)",
+            "edit code": f"appended an assignment to {name}",
+        }
+        for mode, what in edits.items():
+            rows[mode].note = what
+
+        def assess(mode: str, extra: Sequence[str] = ()) -> Measure:
+            target = reports.get(mode, out / f"{tree.name}-{mode}.json")
+            cmd = [*cpq, "-v", "assess", str(tree.root), "--format", "json", "-o", str(target), *extra]
+            m = measure(cmd, timeout_s, cwd=out)
+            rows[mode].runs.append(m)
+            timing = cpq_timing(m.stderr)
+            if timing:
+                rows[mode].note = f"{edits[mode]}; {timing}" if mode in edits else timing
+            if m.timed_out:
+                print(f"  cpq {mode} killed after {timeout_s:.0f} s (--timeout)")
+            elif m.rc != 0:
+                print(f"  cpq {mode} exited {m.rc}: {m.stderr.strip()[-400:]}")
+            print(f"  {tree.name:14} cpq {mode:13} {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
+            return m
+
+        def check_edit(mode: str) -> None:
+            """The edited tree once more with --no-cache (not timed): the saved results an edit
+            reused, or the facts it copied, must give what a fresh run gives."""
+            fresh = out / f"{tree.name}-{mode.replace(' ', '-')}-no-cache.json"
+            cmd = [*cpq, "assess", str(tree.root), "--format", "json", "-o", str(fresh), "--no-cache"]
+            m = measure(cmd, timeout_s, cwd=out)
+            edited = out / f"{tree.name}-{mode}.json"  # where assess(mode) wrote it
+            if m.rc != 0:
+                results.edits_identical[f"{tree.name}: {mode}"] = (False, f"--no-cache exited {m.rc}")
+            else:
+                results.edits_identical[f"{tree.name}: {mode}"] = findings_equal(
+                    {mode: edited, "--no-cache": fresh}
+                )
+
+        self._rows, self._reports = rows, reports
+        for i in itertools.count():
+            shutil.rmtree(store, ignore_errors=True)
+            cold = assess("cold")
+            if cold.timed_out or cold.rc != 0:
+                why = f"timed out after {timeout_s:.0f} s" if cold.timed_out else f"exited {cold.rc}"
+                results.notes.append(f"{tree.name}: cpq warm, edit and no-cache not run: the cold run {why}")
+                return
+            assess("warm")
+            try:
+                edit_file.write_bytes(original + EDIT_MARK + f" {i} {time.time_ns()}\n".encode())
+                assess("edit comment")
+                if i == 0:
+                    check_edit("edit comment")
+                edit_file.write_bytes(original + CODE_EDIT_MARK + f"{time.time_ns()}\n".encode())
+                assess("edit code")
+                if i == 0:
+                    check_edit("edit code")
+            finally:
+                edit_file.write_bytes(original)
+                os.utime(edit_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+            assess("no-cache", ["--no-cache"])
+            yield
 
 
 @dataclass
@@ -582,11 +609,32 @@ class Peers:
     timeout_s: float
 
 
-def run_peers(tree: Tree, out: Path, repeat: int, peers: Peers, results: Results) -> None:
-    ruff = peers.ruff
-    if ruff is not None:
-        row = Row(tree.name, "ruff ALL", tree.files, tree.lines, note="--select ALL --no-cache --isolated")
-        for _ in range(repeat):
+class PeerRuns:
+    """ruff's and Semgrep's runs on a tree, one of each per round (see `run_tree`)."""
+
+    def __init__(self, tree: Tree, out: Path, peers: Peers, results: Results) -> None:
+        self.tree, self.out, self.peers, self.results = tree, out, peers, results
+        self.ruff_row = Row(
+            tree.name, "ruff ALL", tree.files, tree.lines, note="--select ALL --no-cache --isolated"
+        )
+        # "semgrep" reads every .py file, as cpq does: the basis of the 0.5 x target.  "semgrep
+        # defaults" is a plain invocation, which skips tests/ and the like: shown for information.
+        variants = [("semgrep", True)] + (
+            [] if peers.skip_semgrep_defaults else [("semgrep defaults", False)]
+        )
+        self.semgrep_rows = [
+            (
+                Row(tree.name, mode, tree.files, tree.lines),
+                out / f"{tree.name}-{mode.replace(' ', '-')}.json",
+                every,
+            )
+            for mode, every in variants
+        ]
+
+    def round(self) -> None:
+        tree = self.tree
+        ruff = self.peers.ruff
+        if ruff is not None:
             cmd = [
                 *ruff,
                 "check",
@@ -599,63 +647,83 @@ def run_peers(tree: Tree, out: Path, repeat: int, peers: Peers, results: Results
                 "--no-respect-gitignore",
                 str(tree.root),
             ]
-            m = measure(cmd, peers.timeout_s, cwd=out)
-            row.runs.append(m)
+            m = measure(cmd, self.peers.timeout_s, cwd=self.out)
+            self.ruff_row.runs.append(m)
             print(f"  {tree.name:14} ruff          {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
-        results.rows.append(row)
-    else:
-        results.notes.append(f"{tree.name}: ruff skipped (not installable)")
-
-    semgrep = peers.semgrep
-    if semgrep is None:
-        results.notes.append(f"{tree.name}: semgrep skipped (not installable)")
-        return
-    # "semgrep" reads every .py file, as cpq does: the basis of the 0.5 x target.  "semgrep
-    # defaults" is a plain invocation, which skips tests/ and the like: shown for information.
-    variants = [("semgrep", True)] + ([] if peers.skip_semgrep_defaults else [("semgrep defaults", False)])
-    for mode, all_files in variants:
-        report = out / f"{tree.name}-{mode.replace(' ', '-')}.json"
-        cmd = [
-            *semgrep,
-            "scan",
-            "--config",
-            str(RULES),
-            "--jobs",
-            "2",
-            "--metrics",
-            "off",
-            "--quiet",
-            "--disable-version-check",
-            "--json",
-            "-o",
-            str(report),
-        ]
-        ignore_file = tree.root / ".semgrepignore"
-        if all_files:
-            # The tree is its own project root, with a .semgrepignore of its own: Semgrep's
-            # default ignores (tests/, ...) do not apply and it reads every .py file, as cpq does.
-            cmd += ["--project-root", str(tree.root)]
-        else:
-            # Semgrep's defaults (it skips tests/ and the like), git left out: the work folder
-            # may be git-ignored, which would hide the whole tree.
-            cmd += ["--no-git-ignore"]
-        row = Row(tree.name, mode, tree.files, tree.lines)
-        try:
+        semgrep = self.peers.semgrep
+        if semgrep is None:
+            return
+        for row, report, all_files in self.semgrep_rows:
+            cmd = [
+                *semgrep,
+                "scan",
+                "--config",
+                str(RULES),
+                "--jobs",
+                "2",
+                "--metrics",
+                "off",
+                "--quiet",
+                "--disable-version-check",
+                "--json",
+                "-o",
+                str(report),
+            ]
+            ignore_file = tree.root / ".semgrepignore"
             if all_files:
-                ignore_file.write_text("# cpq bench: every .py file\n.cpq/\n")
-            for _ in range(repeat):
-                m = measure([*cmd, str(tree.root)], peers.timeout_s, cwd=out, env=semgrep_env())
-                row.runs.append(m)
-                if m.rc != 0:
-                    print(f"  {mode} exited {m.rc}: {m.stderr.strip()[-400:]}")
-                print(f"  {tree.name:14} {mode:17} {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
-        finally:
-            ignore_file.unlink(missing_ok=True)
-        scanned = semgrep_scanned(report)
-        if scanned is not None:
-            row.files, row.lines = tree_size([Path(p) for p in scanned])
-            row.note = f"scanned {row.files} of {tree.files} .py files, {semgrep_errors(report)} errors"
-        results.rows.append(row)
+                # The tree is its own project root, with a .semgrepignore of its own: Semgrep's
+                # default ignores (tests/, ...) do not apply and it reads every .py file, as cpq
+                # does.
+                cmd += ["--project-root", str(tree.root)]
+            else:
+                # Semgrep's defaults (it skips tests/ and the like), git left out: the work folder
+                # may be git-ignored, which would hide the whole tree.
+                cmd += ["--no-git-ignore"]
+            try:
+                if all_files:
+                    ignore_file.write_text("# cpq bench: every .py file\n.cpq/\n")
+                m = measure([*cmd, str(tree.root)], self.peers.timeout_s, cwd=self.out, env=semgrep_env())
+            finally:
+                ignore_file.unlink(missing_ok=True)
+            row.runs.append(m)
+            if m.rc != 0:
+                print(f"  {row.mode} exited {m.rc}: {m.stderr.strip()[-400:]}")
+            print(f"  {tree.name:14} {row.mode:17} {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
+
+    def finish(self) -> None:
+        name = self.tree.name
+        if self.peers.ruff is not None:
+            self.results.rows.append(self.ruff_row)
+        else:
+            self.results.notes.append(f"{name}: ruff skipped (not installable)")
+        if self.peers.semgrep is None:
+            self.results.notes.append(f"{name}: semgrep skipped (not installable)")
+            return
+        for row, report, _ in self.semgrep_rows:
+            scanned = semgrep_scanned(report)
+            if scanned is not None:
+                row.files, row.lines = tree_size([Path(p) for p in scanned])
+                row.note = (
+                    f"scanned {row.files} of {self.tree.files} .py files, {semgrep_errors(report)} errors"
+                )
+            self.results.rows.append(row)
+
+
+def run_tree(
+    tree: Tree, out: Path, repeat: int, timeout_s: float, peers: Peers | None, results: Results
+) -> None:
+    """cpq's runs and its peers', in rounds: one of each per round.  The host's speed drifts by
+    10-40 % over the minutes a bench takes; run one tool's repeats after the other's, and their
+    ratio would measure the drift as well."""
+    cpq = CpqRuns(tree, out, timeout_s, results)
+    others = PeerRuns(tree, out, peers, results) if peers is not None else None
+    for _ in range(repeat):
+        cpq.round()
+        if others is not None:
+            others.round()
+    cpq.finish()
+    if others is not None:
+        others.finish()
 
 
 def run_small(out: Path, repeat: int, timeout_s: float, results: Results) -> None:
@@ -774,6 +842,20 @@ def report(results: Results, context: list[str]) -> str:
                     ]
                 )
         semgrep = results.get(tree, "semgrep")
+        if semgrep is not None and len(semgrep.runs) > 1 and len(cold.runs) == len(semgrep.runs):
+            # Each round's pair, run minutes apart at most: how much of the ratio is the host.
+            rounds = [c.seconds / s.seconds for c, s in zip(cold.runs, semgrep.runs, strict=True)]
+            ratios.append(
+                [
+                    tree,
+                    "cpq cold / semgrep, by round",
+                    " ".join(f"{r:.2f}" for r in rounds),
+                    ", ".join(
+                        f"{c.seconds:.2f}/{s.seconds:.2f}"
+                        for c, s in zip(cold.runs, semgrep.runs, strict=True)
+                    ),
+                ]
+            )
         ratio = None if semgrep is None else cold.seconds / semgrep.seconds
         ratio_ok = None if ratio is None else (ratio <= TARGET_COLD_VS_SEMGREP and cold.ok)
         if cold.timed_out and ratio is not None and ratio <= TARGET_COLD_VS_SEMGREP:
@@ -902,9 +984,7 @@ def main() -> int:
 
     for tree in trees:
         print(f"running on {tree.name}:")
-        run_cpq_tree(tree, out, args.repeat, args.timeout, results)
-        if not args.skip_peers:
-            run_peers(tree, out, args.repeat, peers, results)
+        run_tree(tree, out, args.repeat, args.timeout, None if args.skip_peers else peers, results)
     if "small" in wanted:
         print("running on one small file:")
         run_small(out, args.repeat, args.timeout, results)
