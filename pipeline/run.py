@@ -208,7 +208,8 @@ def limits(path: Path | None) -> Limits:
     """What the evaluation's connection may use: the memory limit, beyond which DuckDB works
     from disk (for a database in memory, in the system's temporary folder, never the working
     directory), and the folder of its file (for the previous results an update attaches), whose
-    write-ahead log may grow to CHECKPOINT_LOG."""
+    write-ahead log may grow to CHECKPOINT_LOG.  A file here is a results file of the store,
+    sealed when saved and checked against its seal before use: its commits are not synced."""
     if path is None:
         spill = Path(tempfile.gettempdir()) / f"cpq-duckdb-{os.getpid()}"
         return Limits(memory_limit(), str(spill), threads=EVALUATION_THREADS)
@@ -217,6 +218,7 @@ def limits(path: Path | None) -> Limits:
         directories=(str(path.parent),),
         threads=EVALUATION_THREADS,
         checkpoint_log=CHECKPOINT_LOG,
+        synced=False,
     )
 
 

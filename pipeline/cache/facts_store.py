@@ -311,8 +311,11 @@ def _sealed_stamp(path: Path) -> str | None:
 
 def _connect(path: Path, directory: Path) -> duckdb.DuckDBPyConnection:
     before = trust.identity(path)
-    # No spilling: DuckDB would make a folder beside the file, where a link may wait.
-    con = connect(path, limits=Limits(memory_limit="256MB", temp_directory=""), checkpoint_on_close=False)
+    # No spilling: DuckDB would make a folder beside the file, where a link may wait.  Not
+    # synced: the store is checked against its seal, log included, before any use.
+    con = connect(
+        path, limits=Limits(memory_limit="256MB", temp_directory="", synced=False), checkpoint_on_close=False
+    )
     # DuckDB follows links: the file it opened must be the one that was checked (or new).
     after = trust.identity(path)
     if before is not None and (after is None or (after.device, after.inode) != (before.device, before.inode)):
