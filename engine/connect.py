@@ -100,7 +100,7 @@ def connect(
 
 
 def _unsynced(con: duckdb.DuckDBPyConnection) -> None:
-    """Commits that do not wait for the disk (DuckDB's fsync_mode NONE, from DuckDB 2), for the
+    """Commits that do not wait for the disk (DuckDB's fsync_mode NONE, where it has one), for the
     caches' files: each is sealed over all its bytes and checked against its seal before any
     use, so a file an operating-system crash left torn is refused, not read.  A cold run on
     SciPy + Astropy commits 581 times, and waited 0.8 s on those syncs (an edit of one NumPy
