@@ -617,26 +617,10 @@ class PeerRuns:
         self.ruff_row = Row(
             tree.name, "ruff ALL", tree.files, tree.lines, note="--select ALL --no-cache --isolated"
         )
-        # "semgrep" reads every .py file, as cpq does: the basis of the 0.5 x target.  "semgrep
-        # defaults" is a plain invocation, which skips tests/ and the like: shown for information.
-        variants = [("semgrep", True)] + (
-            [] if peers.skip_semgrep_defaults else [("semgrep defaults", False)]
-        )
-        self.semgrep_rows = [
-            (
-                Row(tree.name, mode, tree.files, tree.lines),
-                out / f"{tree.name}-{mode.replace(' ', '-')}.json",
-                every,
-            )
-            for mode, every in variants
-        ]
-
-    def round(self) -> None:
-        tree = self.tree
-        ruff = self.peers.ruff
-        if ruff is not None:
-            cmd = [
-                *ruff,
+        self.ruff_cmd: list[str] | None = None
+        if peers.ruff is not None:
+            self.ruff_cmd = [
+                *peers.ruff,
                 "check",
                 "--select",
                 "ALL",
@@ -647,15 +631,19 @@ class PeerRuns:
                 "--no-respect-gitignore",
                 str(tree.root),
             ]
-            m = measure(cmd, self.peers.timeout_s, cwd=self.out)
-            self.ruff_row.runs.append(m)
-            print(f"  {tree.name:14} ruff          {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
-        semgrep = self.peers.semgrep
-        if semgrep is None:
+        # (row, report, command, on every file) per Semgrep variant.  "semgrep" reads every .py
+        # file, as cpq does: the basis of the 0.5 x target.  "semgrep defaults" is a plain
+        # invocation, which skips tests/ and the like: shown for information.
+        self.semgrep_runs: list[tuple[Row, Path, list[str], bool]] = []
+        if peers.semgrep is None:
             return
-        for row, report, all_files in self.semgrep_rows:
+        variants = [("semgrep", True)] + (
+            [] if peers.skip_semgrep_defaults else [("semgrep defaults", False)]
+        )
+        for mode, all_files in variants:
+            report = out / f"{tree.name}-{mode.replace(' ', '-')}.json"
             cmd = [
-                *semgrep,
+                *peers.semgrep,
                 "scan",
                 "--config",
                 str(RULES),
@@ -669,7 +657,6 @@ class PeerRuns:
                 "-o",
                 str(report),
             ]
-            ignore_file = tree.root / ".semgrepignore"
             if all_files:
                 # The tree is its own project root, with a .semgrepignore of its own: Semgrep's
                 # default ignores (tests/, ...) do not apply and it reads every .py file, as cpq
@@ -679,27 +666,37 @@ class PeerRuns:
                 # Semgrep's defaults (it skips tests/ and the like), git left out: the work folder
                 # may be git-ignored, which would hide the whole tree.
                 cmd += ["--no-git-ignore"]
+            row = Row(tree.name, mode, tree.files, tree.lines)
+            self.semgrep_runs.append((row, report, [*cmd, str(tree.root)], all_files))
+
+    def round(self) -> None:
+        name = self.tree.name
+        if self.ruff_cmd is not None:
+            m = measure(self.ruff_cmd, self.peers.timeout_s, cwd=self.out)
+            self.ruff_row.runs.append(m)
+            print(f"  {name:14} ruff          {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
+        ignore_file = self.tree.root / ".semgrepignore"
+        for row, _, cmd, all_files in self.semgrep_runs:
             try:
                 if all_files:
                     ignore_file.write_text("# cpq bench: every .py file\n.cpq/\n")
-                m = measure([*cmd, str(tree.root)], self.peers.timeout_s, cwd=self.out, env=semgrep_env())
+                m = measure(cmd, self.peers.timeout_s, cwd=self.out, env=semgrep_env())
             finally:
                 ignore_file.unlink(missing_ok=True)
             row.runs.append(m)
             if m.rc != 0:
                 print(f"  {row.mode} exited {m.rc}: {m.stderr.strip()[-400:]}")
-            print(f"  {tree.name:14} {row.mode:17} {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
+            print(f"  {name:14} {row.mode:17} {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
 
     def finish(self) -> None:
         name = self.tree.name
-        if self.peers.ruff is not None:
+        if self.ruff_cmd is not None:
             self.results.rows.append(self.ruff_row)
         else:
             self.results.notes.append(f"{name}: ruff skipped (not installable)")
         if self.peers.semgrep is None:
             self.results.notes.append(f"{name}: semgrep skipped (not installable)")
-            return
-        for row, report, _ in self.semgrep_rows:
+        for row, report, _, _ in self.semgrep_runs:
             scanned = semgrep_scanned(report)
             if scanned is not None:
                 row.files, row.lines = tree_size([Path(p) for p in scanned])

@@ -467,6 +467,18 @@ def test_a_very_large_trees_results_file_has_duckdbs_own_blocks(
     assert _saved_block_size(tree) == facade.LARGE_BLOCK_SIZE
 
 
+def _results_file_setting(folder: Path, name: str) -> str:
+    """DuckDB's setting `name` on a connection to a results file in `folder`."""
+    from cpq.engine.connect import connect
+    from cpq.pipeline.run import limits
+
+    con = connect(folder / "results.duckdb", limits=limits(folder / "results.duckdb"))
+    try:
+        return str(con.execute(f"SELECT current_setting('{name}')").fetchone()[0])
+    finally:
+        con.close()
+
+
 def test_results_files_are_checkpointed_when_saved_not_every_16_mb_of_log(tmp_path: Path) -> None:
     """DuckDB checkpoints a file at every 16 MB of write-ahead log by default: loading SciPy's
     and Astropy's facts and evaluating the rules did it dozens of times, each compressing the
@@ -474,15 +486,10 @@ def test_results_files_are_checkpointed_when_saved_not_every_16_mb_of_log(tmp_pa
     an in-memory database has no log."""
     import duckdb
 
-    from cpq.engine.connect import connect
     from cpq.pipeline.run import CHECKPOINT_LOG, limits
 
     setting = "SELECT current_setting('checkpoint_threshold')"
-    con = connect(tmp_path / "results.duckdb", limits=limits(tmp_path / "results.duckdb"))
-    try:
-        (threshold,) = con.execute(setting).fetchone()
-    finally:
-        con.close()
+    threshold = _results_file_setting(tmp_path, "checkpoint_threshold")
     with duckdb.connect(":memory:", config={"checkpoint_threshold": CHECKPOINT_LOG}) as plain:
         assert threshold == plain.execute(setting).fetchone()[0]
     with duckdb.connect(":memory:") as plain:
@@ -498,8 +505,6 @@ def test_the_caches_files_do_not_wait_for_the_disk_at_each_commit_other_database
     import duckdb
 
     from cpq.engine import Database
-    from cpq.engine.connect import connect
-    from cpq.pipeline.run import limits
     from cpq.rules.program import load_program
 
     probe = duckdb.connect(":memory:")
@@ -513,11 +518,7 @@ def test_the_caches_files_do_not_wait_for_the_disk_at_each_commit_other_database
     def mode(con: duckdb.DuckDBPyConnection) -> str:
         return con.execute("SELECT current_setting('fsync_mode')").fetchone()[0]
 
-    results = connect(tmp_path / "results.duckdb", limits=limits(tmp_path / "results.duckdb"))
-    try:
-        assert mode(results) == "NONE" != default
-    finally:
-        results.close()
+    assert _results_file_setting(tmp_path, "fsync_mode") == "NONE" != default
     (tmp_path / "store").mkdir()
     store, note = open_store(tmp_path / "store", "stamp")
     assert store is not None, note
