@@ -3,6 +3,7 @@ that `cpq --help` and small runs start quickly."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import textwrap
@@ -606,7 +607,14 @@ def main() -> None:
 def run() -> None:
     """The `cpq` command: `main`, then an exit without the interpreter's teardown, which
     costs up to a tenth of a second (a sixth of assessing one small file) and has nothing left
-    to do: by then the report is written, the store closed, and the databases are closed here."""
+    to do: by then the report is written, the store closed, and the databases are closed here.
+
+    Python's cycle collector is off for the command's life: loading facts, reading findings
+    back and rendering the report make millions of objects that reference counting frees, and
+    the collector walked them again and again for nothing (0.3 s of a cold run on SciPy +
+    Astropy, in 695 collections that found some 860 objects in cycles).  The command leaves
+    those few to the end of its process."""
+    gc.disable()
     try:
         main()
         code: object = 0
