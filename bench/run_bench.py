@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import json
 import os
 import platform
@@ -33,7 +32,7 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -499,106 +498,103 @@ class CpqRuns:
     and --no-cache per round; `finish` adds the rows and the same-findings checks."""
 
     def __init__(self, tree: Tree, out: Path, timeout_s: float, results: Results) -> None:
-        self.tree, self.results = tree, results
+        self.tree, self.out, self.timeout_s, self.results = tree, out, timeout_s, results
+        self.cpq = cpq_cmd()
+        self.rounds = 0
         self.stopped = False  # a cold run failed: no further round
-        self._rows: dict[str, Row] = {}
-        self._reports: dict[str, Path] = {}
-        self._round = self._rounds(tree, out, timeout_s, results)
+        self.reports = {m: out / f"{tree.name}-{m}.json" for m in ("cold", "warm", "no-cache")}
+        self.rows = {
+            m: Row(tree.name, f"cpq {m}", tree.files, tree.lines)
+            for m in ("cold", "warm", *EDIT_MODES, "no-cache")
+        }
+        self.edit_file = pick_edit_file(tree.root)
+        original = self.edit_file.read_bytes()
+        for mark in (EDIT_MARK, CODE_EDIT_MARK):
+            if mark in original:  # left by an interrupted run
+                original = original[: original.index(mark)]
+                self.edit_file.write_bytes(original)
+        self.original = original
+        self.stat = self.edit_file.stat()
+        name = self.edit_file.relative_to(tree.root)
+        self.edits = {
+            "edit comment": f"appended a comment line to {name} ({count_lines(original)} lines)",
+            "edit code": f"appended an assignment to {name}",
+        }
+        for mode, what in self.edits.items():
+            self.rows[mode].note = what
 
     def round(self) -> None:
         if self.stopped:
             return
-        try:
-            next(self._round)
-        except StopIteration:  # the cold run failed
+        first = self.rounds == 0
+        self.rounds += 1
+        shutil.rmtree(self.tree.root / ".cpq", ignore_errors=True)
+        cold = self._assess("cold")
+        if cold.timed_out or cold.rc != 0:
+            why = f"timed out after {self.timeout_s:.0f} s" if cold.timed_out else f"exited {cold.rc}"
+            self.results.notes.append(
+                f"{self.tree.name}: cpq warm, edit and no-cache not run: the cold run {why}"
+            )
             self.stopped = True
+            return
+        self._assess("warm")
+        try:
+            self.edit_file.write_bytes(
+                self.original + EDIT_MARK + f" {self.rounds} {time.time_ns()}\n".encode()
+            )
+            self._assess("edit comment")
+            if first:
+                self._check_edit("edit comment")
+            self.edit_file.write_bytes(self.original + CODE_EDIT_MARK + f"{time.time_ns()}\n".encode())
+            self._assess("edit code")
+            if first:
+                self._check_edit("edit code")
+        finally:
+            self.edit_file.write_bytes(self.original)
+            os.utime(self.edit_file, ns=(self.stat.st_atime_ns, self.stat.st_mtime_ns))
+        self._assess("no-cache", ["--no-cache"])
 
     def finish(self) -> None:
-        rows = self._rows
+        rows = self.rows
         self.results.rows.extend(rows.values())
         name = self.tree.name
         if all(r.ok and r.runs for r in rows.values()):
-            self.results.identical[name] = findings_equal(self._reports)
+            self.results.identical[name] = findings_equal(self.reports)
         elif any(r.runs and not r.ok and not r.timed_out for r in rows.values()):
             self.results.identical[name] = (False, "a cpq run failed")
         else:
             self.results.identical[name] = (None, "not checked: a cpq run timed out")
 
-    def _rounds(self, tree: Tree, out: Path, timeout_s: float, results: Results) -> Iterator[None]:
-        cpq = cpq_cmd()
-        store = tree.root / ".cpq"
-        reports = {m: out / f"{tree.name}-{m}.json" for m in ("cold", "warm", "no-cache")}
-        rows = {
-            m: Row(tree.name, f"cpq {m}", tree.files, tree.lines)
-            for m in ("cold", "warm", *EDIT_MODES, "no-cache")
-        }
-        edit_file = pick_edit_file(tree.root)
-        original = edit_file.read_bytes()
-        for mark in (EDIT_MARK, CODE_EDIT_MARK):
-            if mark in original:  # left by an interrupted run
-                original = original[: original.index(mark)]
-                edit_file.write_bytes(original)
-        stat = edit_file.stat()
-        name = edit_file.relative_to(tree.root)
-        edits = {
-            "edit comment": f"appended a comment line to {name} ({count_lines(original)} lines)",
-            "edit code": f"appended an assignment to {name}",
-        }
-        for mode, what in edits.items():
-            rows[mode].note = what
+    def _assess(self, mode: str, extra: Sequence[str] = ()) -> Measure:
+        tree = self.tree
+        target = self.reports.get(mode, self.out / f"{tree.name}-{mode}.json")
+        cmd = [*self.cpq, "-v", "assess", str(tree.root), "--format", "json", "-o", str(target), *extra]
+        m = measure(cmd, self.timeout_s, cwd=self.out)
+        self.rows[mode].runs.append(m)
+        timing = cpq_timing(m.stderr)
+        if timing:
+            self.rows[mode].note = f"{self.edits[mode]}; {timing}" if mode in self.edits else timing
+        if m.timed_out:
+            print(f"  cpq {mode} killed after {self.timeout_s:.0f} s (--timeout)")
+        elif m.rc != 0:
+            print(f"  cpq {mode} exited {m.rc}: {m.stderr.strip()[-400:]}")
+        print(f"  {tree.name:14} cpq {mode:13} {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
+        return m
 
-        def assess(mode: str, extra: Sequence[str] = ()) -> Measure:
-            target = reports.get(mode, out / f"{tree.name}-{mode}.json")
-            cmd = [*cpq, "-v", "assess", str(tree.root), "--format", "json", "-o", str(target), *extra]
-            m = measure(cmd, timeout_s, cwd=out)
-            rows[mode].runs.append(m)
-            timing = cpq_timing(m.stderr)
-            if timing:
-                rows[mode].note = f"{edits[mode]}; {timing}" if mode in edits else timing
-            if m.timed_out:
-                print(f"  cpq {mode} killed after {timeout_s:.0f} s (--timeout)")
-            elif m.rc != 0:
-                print(f"  cpq {mode} exited {m.rc}: {m.stderr.strip()[-400:]}")
-            print(f"  {tree.name:14} cpq {mode:13} {m.seconds:8.2f} s  {m.maxrss_mb:7.0f} MB")
-            return m
-
-        def check_edit(mode: str) -> None:
-            """The edited tree once more with --no-cache (not timed): the saved results an edit
-            reused, or the facts it copied, must give what a fresh run gives."""
-            fresh = out / f"{tree.name}-{mode.replace(' ', '-')}-no-cache.json"
-            cmd = [*cpq, "assess", str(tree.root), "--format", "json", "-o", str(fresh), "--no-cache"]
-            m = measure(cmd, timeout_s, cwd=out)
-            edited = out / f"{tree.name}-{mode}.json"  # where assess(mode) wrote it
-            if m.rc != 0:
-                results.edits_identical[f"{tree.name}: {mode}"] = (False, f"--no-cache exited {m.rc}")
-            else:
-                results.edits_identical[f"{tree.name}: {mode}"] = findings_equal(
-                    {mode: edited, "--no-cache": fresh}
-                )
-
-        self._rows, self._reports = rows, reports
-        for i in itertools.count():
-            shutil.rmtree(store, ignore_errors=True)
-            cold = assess("cold")
-            if cold.timed_out or cold.rc != 0:
-                why = f"timed out after {timeout_s:.0f} s" if cold.timed_out else f"exited {cold.rc}"
-                results.notes.append(f"{tree.name}: cpq warm, edit and no-cache not run: the cold run {why}")
-                return
-            assess("warm")
-            try:
-                edit_file.write_bytes(original + EDIT_MARK + f" {i} {time.time_ns()}\n".encode())
-                assess("edit comment")
-                if i == 0:
-                    check_edit("edit comment")
-                edit_file.write_bytes(original + CODE_EDIT_MARK + f"{time.time_ns()}\n".encode())
-                assess("edit code")
-                if i == 0:
-                    check_edit("edit code")
-            finally:
-                edit_file.write_bytes(original)
-                os.utime(edit_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-            assess("no-cache", ["--no-cache"])
-            yield
+    def _check_edit(self, mode: str) -> None:
+        """The edited tree once more with --no-cache (not timed): the saved results an edit
+        reused, or the facts it copied, must give what a fresh run gives."""
+        tree = self.tree
+        fresh = self.out / f"{tree.name}-{mode.replace(' ', '-')}-no-cache.json"
+        cmd = [*self.cpq, "assess", str(tree.root), "--format", "json", "-o", str(fresh), "--no-cache"]
+        m = measure(cmd, self.timeout_s, cwd=self.out)
+        edited = self.out / f"{tree.name}-{mode}.json"  # where _assess(mode) wrote it
+        if m.rc != 0:
+            self.results.edits_identical[f"{tree.name}: {mode}"] = (False, f"--no-cache exited {m.rc}")
+        else:
+            self.results.edits_identical[f"{tree.name}: {mode}"] = findings_equal(
+                {mode: edited, "--no-cache": fresh}
+            )
 
 
 @dataclass
