@@ -11,10 +11,10 @@ For each tree, in each of `--repeat` rounds: cpq cold (store deleted), cpq warm 
 again), cpq after a comment edit and after a code edit of one file, cpq --no-cache, `ruff check
 --select ALL`, and Semgrep with bench/semgrep-rules.yml (on every file, then with its default
 ignores).  The rounds interleave the tools, so a drift of the host's speed weighs on all alike.
-Each command runs in its own process; its wall time, its peak RSS (the largest process among
-it and its descendants, from wait4) and the peak of the summed RSS of its whole process tree
-(sampled from /proc every 100 ms) are reported, with the ratios and the targets of the issue.
-See bench/README.md.
+Each command runs in its own process; its wall time, its CPU time and peak RSS (the largest
+process among it and its descendants; both from wait4) and the peak of the summed RSS of its
+whole process tree (sampled from /proc every 100 ms) are reported, with the ratios and the
+targets of the issue.  See bench/README.md.
 """
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ class Measure:
     rc: int
     maxrss_mb: float  # largest single process (the command or a descendant), from wait4
     tree_rss_mb: float  # peak of the summed RSS of the process tree (sampled)
+    # User + system time of the command and of the descendants it waited for, from wait4.
+    cpu_s: float = 0.0
     stderr: str = ""
     timed_out: bool = False
 
@@ -191,6 +193,7 @@ def measure(
         rc=proc.returncode,
         maxrss_mb=usage.ru_maxrss * scale / MB,
         tree_rss_mb=sampler.peak_kb / 1024,
+        cpu_s=usage.ru_utime + usage.ru_stime,
         stderr=stderr,
         timed_out=timed_out.is_set(),
     )
@@ -338,6 +341,10 @@ class Row:
     @property
     def seconds(self) -> float:
         return statistics.median(m.seconds for m in self.runs)
+
+    @property
+    def cpu_s(self) -> float:
+        return statistics.median(m.cpu_s for m in self.runs)
 
     @property
     def maxrss_mb(self) -> float:
@@ -780,6 +787,7 @@ def report(results: Results, context: list[str]) -> str:
                 f"{r.files:,}",
                 f"{r.lines:,}",
                 f"{'> ' if r.timed_out else ''}{r.seconds:.2f}",
+                f"{r.cpu_s:.2f}",
                 lps,
                 f"{r.maxrss_mb:.0f}",
                 f"{r.tree_rss_mb:.0f}",
@@ -792,12 +800,13 @@ def report(results: Results, context: list[str]) -> str:
         "files",
         "lines",
         "seconds",
+        "CPU s",
         "lines/s",
         "peak RSS MB",
         "tree RSS MB",
         "note",
     ]
-    out.append(fmt_table(headers, table, right={2, 3, 4, 5, 6, 7}))
+    out.append(fmt_table(headers, table, right={2, 3, 4, 5, 6, 7, 8}))
     out.append("")
     out.append("peak RSS MB: largest single process of the command (wait4 ru_maxrss);")
     out.append(
@@ -806,6 +815,10 @@ def report(results: Results, context: list[str]) -> str:
         "once per process: an upper bound). The peak-memory target is checked on peak RSS."
     )
     out.append(f"seconds: median of {max(len(r.runs) for r in results.rows) if results.rows else 0} run(s).")
+    out.append(
+        "CPU s: median user + system time of the command and of the processes it waited for (wait4:"
+        " cpq's workers, semgrep-core): what the run took of the machine's cores, whichever it had."
+    )
 
     ratios: list[list[str]] = []
     targets: list[list[str]] = []
@@ -847,6 +860,16 @@ def report(results: Results, context: list[str]) -> str:
                         f"{c.seconds:.2f}/{s.seconds:.2f}"
                         for c, s in zip(cold.runs, semgrep.runs, strict=True)
                     ),
+                ]
+            )
+        if semgrep is not None and semgrep.cpu_s > 0:
+            # Wall time decides the target; CPU time tells how much of it is running on more cores.
+            ratios.append(
+                [
+                    tree,
+                    "cpq cold / semgrep, CPU time",
+                    f"{bound}{cold.cpu_s / semgrep.cpu_s:.2f}",
+                    f"{bound}{cold.cpu_s:.2f} s / {semgrep.cpu_s:.2f} s",
                 ]
             )
         ratio = None if semgrep is None else cold.seconds / semgrep.seconds
