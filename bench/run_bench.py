@@ -817,7 +817,7 @@ def report(results: Results, context: list[str]) -> str:
     out.append(f"seconds: median of {max(len(r.runs) for r in results.rows) if results.rows else 0} run(s).")
     out.append(
         "CPU s: median user + system time of the command and of the processes it waited for (wait4:"
-        " cpq's workers, semgrep-core): what the run took of the machine's cores, whichever it had."
+        " cpq's workers, semgrep-core): the processor time a run used, on however many cores."
     )
 
     ratios: list[list[str]] = []
@@ -863,7 +863,7 @@ def report(results: Results, context: list[str]) -> str:
                 ]
             )
         if semgrep is not None and semgrep.cpu_s > 0:
-            # Wall time decides the target; CPU time tells how much of it is running on more cores.
+            # Wall time decides the target; CPU time shows how much of cpq's lead is using more cores.
             ratios.append(
                 [
                     tree,
