@@ -823,6 +823,10 @@ def report(results: Results, context: list[str]) -> str:
     ratios: list[list[str]] = []
     targets: list[list[str]] = []
 
+    def ratio_row(tree: str, label: str, mine: float, theirs: float, bound: str) -> list[str]:
+        """A row of the ratios table (`bound`: "> " when cpq's run was cut short)."""
+        return [tree, label, f"{bound}{mine / theirs:.2f}", f"{bound}{mine:.2f} s / {theirs:.2f} s"]
+
     def limit_target(tree: str, mode: str, limit: float) -> None:
         row = results.find(tree, mode)
         if row is None or not (row.ok or row.timed_out):
@@ -839,14 +843,7 @@ def report(results: Results, context: list[str]) -> str:
         for peer in ("semgrep", "semgrep defaults", "ruff ALL"):
             other = results.get(tree, peer)
             if other is not None:
-                ratios.append(
-                    [
-                        tree,
-                        f"cpq cold / {peer}",
-                        f"{bound}{cold.seconds / other.seconds:.2f}",
-                        f"{bound}{cold.seconds:.2f} s / {other.seconds:.2f} s",
-                    ]
-                )
+                ratios.append(ratio_row(tree, f"cpq cold / {peer}", cold.seconds, other.seconds, bound))
         semgrep = results.get(tree, "semgrep")
         if semgrep is not None and len(semgrep.runs) > 1 and len(cold.runs) == len(semgrep.runs):
             # Each round's pair, run minutes apart at most: how much of the ratio is the host.
@@ -864,14 +861,7 @@ def report(results: Results, context: list[str]) -> str:
             )
         if semgrep is not None and semgrep.cpu_s > 0:
             # Wall time decides the target; CPU time shows how much of cpq's lead is using more cores.
-            ratios.append(
-                [
-                    tree,
-                    "cpq cold / semgrep, CPU time",
-                    f"{bound}{cold.cpu_s / semgrep.cpu_s:.2f}",
-                    f"{bound}{cold.cpu_s:.2f} s / {semgrep.cpu_s:.2f} s",
-                ]
-            )
+            ratios.append(ratio_row(tree, "cpq cold / semgrep, CPU time", cold.cpu_s, semgrep.cpu_s, bound))
         ratio = None if semgrep is None else cold.seconds / semgrep.seconds
         ratio_ok = None if ratio is None else (ratio <= TARGET_COLD_VS_SEMGREP and cold.ok)
         if cold.timed_out and ratio is not None and ratio <= TARGET_COLD_VS_SEMGREP:
