@@ -274,11 +274,17 @@ def assess(
                 found = cache.evaluate(program, context, config, inputs, jobs, shown)
                 # Read while the evaluated database is open and in memory, before it is saved.
                 shown.phase("reading results")
-                read_back(result, found, inputs, report)
                 if save_later and not keep_database:
+                    # The results are read at once; then they are saved (checkpointed: seconds
+                    # on a large tree, on one core) while the report is made from what was read.
+                    # Nothing reads the database while it is checkpointed: a checkpoint that
+                    # fails (a full disk) leaves DuckDB unusable, and the report must not fail.
+                    read = ResultRows(found.db, report)
                     result.saving = Saving(lambda: _keep_and_close(cache, found, program))
                     closing = None
+                    read_back(result, found, inputs, report, read)
                 else:
+                    read_back(result, found, inputs, report)
                     shown.phase("saving results")
                     result.db = cache.keep(found, program, reopen=keep_database)
             finally:
@@ -321,16 +327,53 @@ def nothing_to_assess(a: Assessment, shown: str = "") -> str:
     return f"{files} under {where} skipped: {first.relpath}: {first.reason}{more}"
 
 
-def read_back(result: Assessment, found: Evaluation, inputs: Inputs, report: bool = True) -> None:
-    """Fill `result` from the evaluated database (the same whichever way it came); the report's
-    parts only with `report`."""
-    db = found.db
+# The relations `read_back` reads (with `report`, REPORT_RELATIONS too), where the program has
+# them: they are read at once (ResultRows), so that the results can be checkpointed while the
+# report is made from them (see assess).
+RESULT_RELATIONS = ("source_file", "skipped_file", "partial_file")
+REPORT_RELATIONS = (
+    *("code_info", "finding", "finding_hot", "finding_counts", "suppressed", "audit_note"),
+    *("finding_measured", "finding_measured_hot", "finding_ran", "finding_never_ran"),
+    *("doctor_confirms", "doctor_finding", "doctor_uncoded", "doctor_unassessed", "unresolved"),
+    *("verdict", "verdict_rule", "verdict_reason", "threshold", "gate_status"),
+    *("compute_pattern", "pattern_evidence", "problem_size", "inferred_elements_at", "per_gpu"),
+    *("api_gap", "batching_path", "touchpoints", "readiness", "blocks_sites", "refactor_sites"),
+    *("measured_split", "work_total", "stale_profile_file"),
+)
+
+
+class ResultRows:
+    """What `read_back` reads from an evaluated database, read from it at once: the rows of
+    RESULT_RELATIONS (and with `report`, of REPORT_RELATIONS) and the number of input facts."""
+
+    def __init__(self, db: Database, report: bool) -> None:
+        self.program = db.program
+        self._db = db
+        names = RESULT_RELATIONS + (REPORT_RELATIONS if report else ())
+        self._rows = {name: db.rows(name) for name in names if name in db.program.relations}
+        self.fact_count = fact_count(db)
+
+    def rows(self, relation: str) -> list[tuple[Any, ...]]:
+        found = self._rows.get(relation)
+        if found is not None:
+            return found
+        if relation in self.program.relations:  # a fault of cpq's, which every run would show
+            raise RuntimeError(f"internal error: '{relation}' is read back but was not read at once")
+        return self._db.rows(relation)  # the error of a --rules program without it
+
+
+def read_back(
+    result: Assessment, found: Evaluation, inputs: Inputs, report: bool = True, read: ResultRows | None = None
+) -> None:
+    """Fill `result` from the evaluated database (the same whichever way it came), or from
+    what was `read` of it already; the report's parts only with `report`."""
+    db = read if read is not None else ResultRows(found.db, report)
     source_files = sorted(db.rows("source_file"))
     result.files = [file for file, _, _ in source_files]
     result.lines = sum(lines for _, _, lines in source_files)
     result.skipped = [Skipped(file, reason) for file, reason in sorted(db.rows("skipped_file"))]
     result.sources = {file: inputs.sources[file] for file in result.files if file in inputs.sources}
-    result.fact_count = fact_count(db)
+    result.fact_count = db.fact_count
     result.cache_hits = found.from_source
     result.how = found.how
     result.notebooks = inputs.notebooks
@@ -341,7 +384,7 @@ def read_back(result: Assessment, found: Evaluation, inputs: Inputs, report: boo
         read_report(result, db)
 
 
-def read_report(result: Assessment, db: Database) -> None:
+def read_report(result: Assessment, db: ResultRows) -> None:
     """The report's parts of `result`: findings, notes, blind spots and the decision."""
     from ..config.suppress import match_suppressions
 
@@ -358,7 +401,7 @@ def read_report(result: Assessment, db: Database) -> None:
     result.decision = read_decision(db)
 
 
-def read_findings(db: Database, result: Assessment) -> list[Finding]:
+def read_findings(db: ResultRows, result: Assessment) -> list[Finding]:
     result.codes = db.rows("code_info")
     info = {code: (kind, title, recipe) for code, kind, title, recipe in result.codes}
     hot = set(db.rows("finding_hot"))
@@ -401,7 +444,7 @@ def read_findings(db: Database, result: Assessment) -> list[Finding]:
     return findings
 
 
-def _finding_runtime(db: Database) -> dict[tuple[str, str, int], tuple[str, int | None]]:
+def _finding_runtime(db: ResultRows) -> dict[tuple[str, str, int], tuple[str, int | None]]:
     """What the profile says of each finding's place (empty without a profile, or for a --rules
     program without rules/runtime.dl)."""
     if "finding_measured" not in db.program.relations:
@@ -418,7 +461,7 @@ def _finding_runtime(db: Database) -> dict[tuple[str, str, int], tuple[str, int 
     return out
 
 
-def _finding_doctor(db: Database) -> dict[tuple[str, str, int], tuple[str, tuple[str, ...]]]:
+def _finding_doctor(db: ResultRows) -> dict[tuple[str, str, int], tuple[str, tuple[str, ...]]]:
     """Which Doctor checks confirm each finding, or added it."""
     if "doctor_confirms" not in db.program.relations:
         return {}
@@ -435,7 +478,7 @@ def _one(rows: list[tuple], default: tuple) -> tuple:
     return rows[0] if rows else default
 
 
-def read_decision(db: Database) -> Decision:
+def read_decision(db: ResultRows) -> Decision:
     from ..manifest import load
 
     d = Decision()
@@ -478,7 +521,7 @@ def read_decision(db: Database) -> Decision:
     return d
 
 
-def read_runtime(db: Database) -> RuntimeFindings:
+def read_runtime(db: ResultRows) -> RuntimeFindings:
     """What rules/runtime.dl established from the profile and the Doctor report (empty without)."""
     r = RuntimeFindings()
     split = db.rows("measured_split")
