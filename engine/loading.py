@@ -17,7 +17,7 @@ import duckdb
 
 from .compile_sql import insert_new_tuples
 from .list_params import LIST_BATCH_VALUES, unnest_select, values_fit
-from .storage import Storage
+from .storage import Connection, Storage
 from .typesys import SQL_TYPES
 
 if TYPE_CHECKING:
@@ -124,7 +124,11 @@ class Loading(Storage):
         return self._load_statements([self._insert_from(relation, table, _LOAD_VIEW, disjoint=False)])
 
     def load_disjoint(
-        self, tables: Mapping[str, ColumnBatch | Columns | pa.Table], *, staged: bool = False
+        self,
+        tables: Mapping[str, ColumnBatch | Columns | pa.Table],
+        *,
+        staged: bool = False,
+        con: Connection | None = None,
     ) -> int:
         """Append input tuples to several relations at once (as `_iter` 0), all or none.  A
         batch is a column batch, a pyarrow Table or a list per column (for few values: see
@@ -134,7 +138,8 @@ class Loading(Storage):
         cost grows with the table.  Returns how many tuples were added.
 
         `staged`: into the relations' staging tables of an update (see `staging_table`)
-        instead of the relations themselves."""
+        instead of the relations themselves.  `con`: a cursor of the database's to load on
+        (another thread may load other relations on another one meanwhile)."""
         statements: list[_LoadStatement] = []
         added = 0
         for relation, batch in tables.items():
@@ -148,7 +153,7 @@ class Loading(Storage):
                     view = f"{_LOAD_VIEW}_{len(statements)}"
                     statements.append(self._insert_from(relation, batch, view, disjoint=True, staged=staged))
             added += rows
-        self._load_statements(statements)
+        self._load_statements(statements, con)
         return added
 
     def _insert_from(
@@ -198,33 +203,35 @@ class Loading(Storage):
             params=list(columns),
         )
 
-    def _load_statements(self, statements: list[_LoadStatement]) -> int:
-        """Run loading INSERTs in one transaction; returns how many rows they added.  Those
-        without parameters go in one call (a call costs more than a small statement)."""
+    def _load_statements(self, statements: list[_LoadStatement], con: Connection | None = None) -> int:
+        """Run loading INSERTs in one transaction (on `con`, by default the database's
+        connection); returns how many rows they added.  Those without parameters go in one
+        call (a call costs more than a small statement)."""
         if not statements:
             return 0
+        con = self.con if con is None else con
         views = [st.view for st in statements if st.view is not None]
         plain = [st.sql for st in statements if st.params is None]
         added = 0
         try:
             for name, table in views:
-                self.con.register(name, table)
-            self.con.execute("BEGIN TRANSACTION")
+                con.register(name, table)
+            con.execute("BEGIN TRANSACTION")
             try:
                 for st in statements:
                     if st.params is not None:
-                        added += self._execute_count(st.sql, params=st.params)
+                        added += self._execute_count(st.sql, con, params=st.params)
                 if len(plain) == 1:
-                    added += self._execute_count(plain[0])
+                    added += self._execute_count(plain[0], con)
                 elif plain:
-                    self.con.execute(";\n".join(plain))
-                self.con.execute("COMMIT")
+                    con.execute(";\n".join(plain))
+                con.execute("COMMIT")
             except BaseException:
-                self.con.execute("ROLLBACK")
+                con.execute("ROLLBACK")
                 raise
         except (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.OutOfRangeException) as exc:
             raise ValueError(f"cannot load rows: {exc}") from exc
         finally:
             for name, _ in views:
-                self.con.unregister(name)
+                con.unregister(name)
         return added

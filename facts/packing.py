@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import marshal
 import struct
+import threading
 import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,6 +34,9 @@ if TYPE_CHECKING:
 Columns = dict[str, list[bytes | list[str]]]
 # What a sink takes for a relation: a column batch, or a list of values per column.
 ValueColumns = list[list[int] | list[str]]
+# What takes batches of whole relations (the database's load_disjoint), and returns how many
+# tuples it kept.
+Sink = Callable[[dict[str, "ColumnBatch | ValueColumns"]], int]
 
 FLUSH_VALUES = 8_000_000  # values buffered before a batch goes to the sink
 
@@ -183,7 +188,7 @@ def _column_length(col: bytes | list[str]) -> int:
 
 
 class FactSet:
-    def __init__(self, sink: Callable[[dict[str, ColumnBatch | ValueColumns]], int] | None = None) -> None:
+    def __init__(self, sink: Sink | None = None) -> None:
         """`sink` (e.g. Database.load_disjoint) takes batches of whole relations."""
         # Per column: the byte chunks of a number column (one per file), or a symbol column's values.
         self._cols: dict[str, list[list[bytes | str]]] = {}
@@ -273,8 +278,9 @@ class FactSet:
     def rows(self, relation: str) -> list[Row]:
         return list(zip(*self.value_columns(relation), strict=True))
 
-    def flush(self) -> None:
-        """Hand every buffered relation to the sink and forget it."""
+    def flush(self, also: Sink | None = None) -> None:
+        """Hand every buffered relation to the sink and forget it.  `also`: a second sink (the
+        database on a connection of its own) that takes batches meanwhile, from a thread."""
         if self._sink is None:
             return
         # Every row carries its file or a node id of its file, and each file comes once:
@@ -284,18 +290,48 @@ class FactSet:
         if self._buffered <= LIST_BATCH_VALUES:
             # Few facts: lists (see list_params).
             self._kept += self._sink({relation: self.value_columns(relation) for relation in self._cols})
-        else:
-            group: dict[str, ColumnBatch | ValueColumns] = {}
-            values = 0
-            for relation in list(self._cols):
-                table = group[relation] = self.column_batch(relation)
-                values += table.num_rows * table.num_columns
-                if values >= SINK_GROUP_VALUES:
-                    self._kept += self._sink(group)
-                    group, values = {}, 0
-            if group:
+        elif also is None:
+            for group in self._groups():
                 self._kept += self._sink(group)
+        else:
+            self._kept += _drain_together(self._groups(), self._sink, also)
         self._total = self._kept
         self._cols.clear()
         self._runs.clear()
         self._buffered = 0
+
+    def _groups(self) -> Iterator[dict[str, ColumnBatch | ValueColumns]]:
+        """The buffered relations as column batches, in groups of about SINK_GROUP_VALUES."""
+        group: dict[str, ColumnBatch | ValueColumns] = {}
+        values = 0
+        for relation in list(self._cols):
+            table = group[relation] = self.column_batch(relation)
+            values += table.num_rows * table.num_columns
+            if values >= SINK_GROUP_VALUES:
+                yield group
+                group, values = {}, 0
+        if group:
+            yield group
+
+
+def _drain_together(
+    groups: Iterator[dict[str, ColumnBatch | ValueColumns]], first: Sink, second: Sink
+) -> int:
+    """Hand `groups` to two sinks, each taking the next group once it is free, `second` in a
+    thread of its own (DuckDB appends to different tables side by side, without the GIL);
+    returns how many tuples they kept."""
+    lock = threading.Lock()
+
+    def drain(sink: Sink) -> int:
+        kept = 0
+        while True:
+            with lock:
+                group = next(groups, None)
+            if group is None:
+                return kept
+            kept += sink(group)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpq-load") as pool:
+        other = pool.submit(drain, second)
+        kept = drain(first)
+        return kept + other.result()

@@ -346,7 +346,17 @@ def load_facts(
             loaded.layout[relpath] = FileLayout(source.sha, deep, base, node_count)
     if progress is not None:
         progress.phase("loading facts")
-    facts.flush()
+    if staged:
+        facts.flush()
+    else:
+        # The extraction is over and nothing else runs: the last facts load on two
+        # connections, each core appending to relations of its own (0.6 s on one core for
+        # the last 4.6 million values of SciPy + Astropy).
+        side = db.con.cursor()
+        try:
+            facts.flush(also=lambda tables: db.load_disjoint(tables, con=side))
+        finally:
+            side.close()
     return loaded
 
 
