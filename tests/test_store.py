@@ -637,6 +637,21 @@ def test_results_saved_later_are_saved_once_the_caller_waits(tree: Path) -> None
     _close(again)
 
 
+def test_the_results_are_read_back_at_once_before_they_are_saved(tree: Path) -> None:
+    """`cpq assess` reads what it reports from the results at once, then saves them while it
+    makes the report: a relation read back but not read at once is an internal error, never a
+    read of a database being checkpointed."""
+    from cpq.pipeline.assessment import ResultRows
+
+    result = assess(tree, use_cache=True)
+    read = ResultRows(result.db, report=False)
+    assert read.rows("source_file") and read.fact_count == result.fact_count
+    with pytest.raises(RuntimeError, match="'finding' is read back but was not read at once"):
+        read.rows("finding")
+    assert ResultRows(result.db, report=True).rows("finding") == result.db.rows("finding")
+    _close(result)
+
+
 def test_a_failure_while_saving_later_reaches_the_caller_and_frees_the_store(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
