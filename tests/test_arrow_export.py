@@ -123,3 +123,45 @@ def test_load_disjoint_takes_column_batches_all_or_none(tmp_path) -> None:
         assert db.rows("edge") == [("a", "b"), ("b", "c")]
         assert db.rows("label") == [("a", 7)]
         assert not db.con.execute("SELECT * FROM duckdb_views() WHERE NOT internal").fetchall()
+
+
+def test_the_last_facts_load_on_two_connections_as_on_one(tmp_path, monkeypatch) -> None:
+    """A run's last facts go to the database on two connections at once (pipeline.run.load_facts):
+    every relation ends up with the same rows as when one connection loads them all."""
+    import threading
+    from pathlib import Path
+
+    from cpq.facts import SourceText, extract_source, packing
+    from cpq.facts.node_ids import MAX_NODES
+    from cpq.facts.schema import INPUT_RELATIONS
+    from cpq.rules.program import load_program
+
+    monkeypatch.setattr(packing, "LIST_BATCH_VALUES", 0)  # column batches, as on a large tree
+    monkeypatch.setattr(packing, "SINK_GROUP_VALUES", 500)  # many groups for the two to share
+    examples = sorted((Path(__file__).parent / "examples").glob("*.py"))
+    files = [extract_source(SourceText(path.name, path.read_text(), "")) for path in examples]
+    program = load_program()
+    with Database(program, tmp_path / "one.duckdb") as one, Database(program, tmp_path / "two.duckdb") as two:
+        side = two.con.cursor()
+        side_took = threading.Event()
+
+        def on_main(tables) -> int:
+            side_took.wait(10)  # so that both connections load some of the groups
+            return two.load_disjoint(tables)
+
+        def on_side(tables) -> int:
+            side_took.set()
+            return two.load_disjoint(tables, con=side)
+
+        alone, shared = packing.FactSet(sink=one.load_disjoint), packing.FactSet(sink=on_main)
+        for index, facts in enumerate(files):
+            columns = packing.rows_to_columns(dict(facts.rows))
+            alone.add_file(columns, facts.node_count, index * MAX_NODES)
+            shared.add_file(columns, facts.node_count, index * MAX_NODES)
+        alone.flush()
+        shared.flush(also=on_side)
+        side.close()
+        assert side_took.is_set()
+        assert shared.count() == alone.count() > 5_000
+        for relation in INPUT_RELATIONS:
+            assert two.rows(relation) == one.rows(relation), relation
