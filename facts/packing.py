@@ -319,19 +319,29 @@ def _drain_together(
 ) -> int:
     """Hand `groups` to two sinks, each taking the next group once it is free, `second` in a
     thread of its own (DuckDB appends to different tables side by side, without the GIL);
-    returns how many tuples they kept."""
+    returns how many tuples they kept.  Once either fails, neither takes another group."""
     lock = threading.Lock()
+    failed = threading.Event()
 
     def drain(sink: Sink) -> int:
         kept = 0
-        while True:
+        while not failed.is_set():
             with lock:
                 group = next(groups, None)
             if group is None:
-                return kept
-            kept += sink(group)
+                break
+            try:
+                kept += sink(group)
+            except BaseException:
+                failed.set()
+                raise
+        return kept
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpq-load") as pool:
         other = pool.submit(drain, second)
-        kept = drain(first)
+        try:
+            kept = drain(first)
+        except BaseException:
+            failed.set()  # an interrupt too: the other thread stops after its current group
+            raise
         return kept + other.result()

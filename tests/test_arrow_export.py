@@ -165,3 +165,41 @@ def test_the_last_facts_load_on_two_connections_as_on_one(tmp_path, monkeypatch)
         assert shared.count() == alone.count() > 5_000
         for relation in INPUT_RELATIONS:
             assert two.rows(relation) == one.rows(relation), relation
+
+
+def test_once_one_connection_fails_to_load_the_other_takes_no_more(monkeypatch) -> None:
+    """A load that fails on one of the two connections is the run's error, raised at once: the
+    other connection stops after the group it is loading rather than loading all the rest."""
+    import threading
+    import time
+    from pathlib import Path
+
+    from cpq.facts import SourceText, extract_source, packing
+    from cpq.facts.node_ids import MAX_NODES
+
+    monkeypatch.setattr(packing, "LIST_BATCH_VALUES", 0)
+    monkeypatch.setattr(packing, "SINK_GROUP_VALUES", 1)  # a group per relation
+    files = [
+        extract_source(SourceText(path.name, path.read_text(), ""))
+        for path in sorted((Path(__file__).parent / "examples").glob("*.py"))
+    ]
+    relations = {relation for facts in files for relation, rows in facts.rows.items() if rows}
+    side_took = threading.Event()
+    taken: list[int] = []
+
+    def broken(tables) -> int:
+        side_took.wait(10)
+        raise ValueError("cannot load rows: a full disk")
+
+    def slow(tables) -> int:
+        side_took.set()
+        taken.append(len(tables))
+        time.sleep(0.05)
+        return 0
+
+    facts = packing.FactSet(sink=broken)
+    for index, extracted in enumerate(files):
+        facts.add_file(packing.rows_to_columns(dict(extracted.rows)), extracted.node_count, index * MAX_NODES)
+    with pytest.raises(ValueError, match="a full disk"):
+        facts.flush(also=slow)
+    assert len(relations) > 10 and 1 <= len(taken) <= 2
