@@ -325,23 +325,19 @@ def _drain_together(
 
     def drain(sink: Sink) -> int:
         kept = 0
-        while not failed.is_set():
-            with lock:
-                group = next(groups, None)
-            if group is None:
-                break
-            try:
+        try:
+            while not failed.is_set():
+                with lock:
+                    group = next(groups, None)
+                if group is None:
+                    break
                 kept += sink(group)
-            except BaseException:
-                failed.set()
-                raise
+        except BaseException:  # an interrupt too: the other stops after the group in hand
+            failed.set()
+            raise
         return kept
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpq-load") as pool:
         other = pool.submit(drain, second)
-        try:
-            kept = drain(first)
-        except BaseException:
-            failed.set()  # an interrupt too: the other thread stops after its current group
-            raise
+        kept = drain(first)
         return kept + other.result()
