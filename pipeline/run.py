@@ -422,6 +422,7 @@ class Evaluation:
     how: str = "evaluated"  # or "saved results reused", "saved results updated"
     layout: dict[str, FileLayout] = field(default_factory=dict)  # its files' ids
     path: Path | None = None  # the file it is in, while it is not yet saved
+    layout_written: bool = False  # `layout` is in the database already (cache.results)
     from_source: int = 0  # files whose facts came from the fact source
     timings: dict[str, float] = field(default_factory=lambda: {"extract": 0.0, "load": 0.0, "evaluate": 0.0})
 

@@ -637,6 +637,37 @@ def test_results_saved_later_are_saved_once_the_caller_waits(tree: Path) -> None
     _close(again)
 
 
+def test_an_update_writes_the_files_layout_before_its_results_are_saved(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An update writes the layout of its files (which the next run plans its update from)
+    as soon as it is done, not in the saving thread, where it waited on the report's Python;
+    a fresh run writes it when it saves.  The next run finds the layout written."""
+    import threading
+
+    from cpq.pipeline.cache import results
+
+    written: list[tuple[str, dict]] = []
+    original = results.write_layout
+
+    def recording(db, layout) -> None:  # type: ignore[no-untyped-def]
+        written.append((threading.current_thread().name, dict(layout)))
+        original(db, layout)
+
+    monkeypatch.setattr(results, "write_layout", recording)
+    assess(tree, use_cache=True, keep_database=False, save_later=True).wait_saved()
+    path = tree / "wave_equation.py"
+    path.write_text(path.read_text() + "edited_here = 1\n")
+    edited = assess(tree, use_cache=True, keep_database=False, save_later=True)
+    assert edited.how == UPDATED
+    edited.wait_saved()
+    assert [thread for thread, _ in written] == ["cpq-saving", threading.main_thread().name]
+    again = assess(tree, use_cache=True)
+    assert again.how == REUSED and _key(again) == _key(edited)
+    assert again.db is not None and results.read_layout(again.db) == written[-1][1]
+    _close(again)
+
+
 def test_the_results_are_read_back_at_once_before_they_are_saved(tree: Path) -> None:
     """`cpq assess` reads what it reports from the results at once, then saves them while it
     makes the report: a relation read back but not read at once is an internal error, never a
