@@ -668,6 +668,41 @@ def test_an_update_writes_the_files_layout_before_its_results_are_saved(
     _close(again)
 
 
+def test_a_layout_that_cannot_be_written_leaves_the_results_unsaved_never_the_run_failed(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk may fail the write of the files' layout: a fresh run then says it cannot
+    save its results and reports all the same; an update is given up and evaluated afresh."""
+    import duckdb
+
+    from cpq.pipeline.cache import results
+
+    ctx = Context.from_options(elements="20M")
+    expected = _key(assess(tree, ctx, use_cache=False))
+
+    def full_disk(db, layout) -> None:  # type: ignore[no-untyped-def]
+        raise duckdb.IOException("No space left on device")
+
+    warnings: list[str] = []
+    with monkeypatch.context() as patched:
+        patched.setattr(results, "write_layout", full_disk)
+        fresh = assess(tree, ctx, use_cache=True, keep_database=False, save_later=True, warn=warnings.append)
+        fresh.wait_saved()
+    assert fresh.how == "evaluated" and _key(fresh) == expected
+    assert any("cannot save the results (No space left on device)" in w for w in warnings)
+    assert not list((tree / ".cpq").glob(f"{results.PREFIX}*{results.SUFFIX}"))
+
+    assess(tree, ctx, use_cache=True, keep_database=False, save_later=True).wait_saved()
+    path = tree / "wave_equation.py"
+    path.write_text(path.read_text() + "edited_here = 1\n")
+    expected = _key(assess(tree, ctx, use_cache=False))
+    with monkeypatch.context() as patched:
+        patched.setattr(results, "write_layout", full_disk)
+        edited = assess(tree, ctx, use_cache=True, keep_database=False, save_later=True, warn=warnings.append)
+        edited.wait_saved()
+    assert edited.how == "evaluated" and _key(edited) == expected
+
+
 def test_the_results_are_read_back_at_once_before_they_are_saved(tree: Path) -> None:
     """`cpq assess` reads what it reports from the results at once, then saves them while it
     makes the report: a relation read back but not read at once is an internal error, never a

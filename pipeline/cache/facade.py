@@ -304,11 +304,14 @@ class Cache:
                 return found.db
             found.db.close()
             return None
-        if not found.layout_written:
-            results.write_layout(found.db, found.layout)
         try:
             target, identity = results.save(
-                found.db, found.path, self.directory, self.results_key, self.update_key
+                found.db,
+                found.path,
+                self.directory,
+                self.results_key,
+                self.update_key,
+                None if found.layout_written else found.layout,
             )
         except (OSError, duckdb.Error, trust.Untrusted) as exc:
             self.warn(f"cache: cannot save the results ({_first_line(exc)})")

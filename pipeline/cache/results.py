@@ -174,13 +174,21 @@ def read_layout(db: Database) -> dict[str, FileLayout]:
 
 
 def save(
-    db: Database, partial: Path, directory: Path, key: str, update_key: str
+    db: Database,
+    partial: Path,
+    directory: Path,
+    key: str,
+    update_key: str,
+    layout: dict[str, FileLayout] | None = None,
 ) -> tuple[Path, trust.Identity]:
-    """Make the evaluated file `partial` (db is closed here) the saved results of `key`;
-    returns where they are and their identity.  OSError or Untrusted when that fails (the
-    partial file is then removed)."""
+    """Make the evaluated file `partial` (db is closed here) the saved results of `key`, with
+    the files' `layout` written first unless it is None (written already); returns where they
+    are and their identity.  OSError, Untrusted or a DuckDB error when that fails (the partial
+    file is then removed)."""
     target = path_for(directory, key)
     try:
+        if layout is not None:
+            write_layout(db, layout)
         db.con.execute("CHECKPOINT")
         db.close()
         meta = {"key": key, "update": update_key, "written": f"{time.time():.6f}"}
