@@ -673,6 +673,8 @@ def test_a_layout_that_cannot_be_written_leaves_the_results_unsaved_never_the_ru
 ) -> None:
     """A full disk may fail the write of the files' layout: a fresh run then says it cannot
     save its results and reports all the same; an update is given up and evaluated afresh."""
+    import threading
+
     import duckdb
 
     from cpq.pipeline.cache import results
@@ -680,7 +682,10 @@ def test_a_layout_that_cannot_be_written_leaves_the_results_unsaved_never_the_ru
     ctx = Context.from_options(elements="20M")
     expected = _key(assess(tree, ctx, use_cache=False))
 
+    tried: list[str] = []
+
     def full_disk(db, layout) -> None:  # type: ignore[no-untyped-def]
+        tried.append(threading.current_thread().name)
         raise duckdb.IOException("No space left on device")
 
     warnings: list[str] = []
@@ -701,6 +706,8 @@ def test_a_layout_that_cannot_be_written_leaves_the_results_unsaved_never_the_ru
         edited = assess(tree, ctx, use_cache=True, keep_database=False, save_later=True, warn=warnings.append)
         edited.wait_saved()
     assert edited.how == "evaluated" and _key(edited) == expected
+    # The update's own write failed (at once, in the run's thread), then the fresh run's save.
+    assert tried == ["cpq-saving", threading.main_thread().name, "cpq-saving"]
 
 
 def test_the_results_are_read_back_at_once_before_they_are_saved(tree: Path) -> None:
