@@ -125,21 +125,29 @@ def test_load_disjoint_takes_column_batches_all_or_none(tmp_path) -> None:
         assert not db.con.execute("SELECT * FROM duckdb_views() WHERE NOT internal").fetchall()
 
 
+def _extracted_examples() -> list:
+    """The facts of each example program (tests/examples), extracted."""
+    from pathlib import Path
+
+    from cpq.facts import SourceText, extract_source
+
+    examples = sorted((Path(__file__).parent / "examples").glob("*.py"))
+    return [extract_source(SourceText(path.name, path.read_text(), "")) for path in examples]
+
+
 def test_the_last_facts_load_on_two_connections_as_on_one(tmp_path, monkeypatch) -> None:
     """A run's last facts go to the database on two connections at once (pipeline.run.load_facts):
     every relation ends up with the same rows as when one connection loads them all."""
     import threading
-    from pathlib import Path
 
-    from cpq.facts import SourceText, extract_source, packing
+    from cpq.facts import packing
     from cpq.facts.node_ids import MAX_NODES
     from cpq.facts.schema import INPUT_RELATIONS
     from cpq.rules.program import load_program
 
     monkeypatch.setattr(packing, "LIST_BATCH_VALUES", 0)  # column batches, as on a large tree
     monkeypatch.setattr(packing, "SINK_GROUP_VALUES", 500)  # many groups for the two to share
-    examples = sorted((Path(__file__).parent / "examples").glob("*.py"))
-    files = [extract_source(SourceText(path.name, path.read_text(), "")) for path in examples]
+    files = _extracted_examples()
     program = load_program()
     with Database(program, tmp_path / "one.duckdb") as one, Database(program, tmp_path / "two.duckdb") as two:
         side = two.con.cursor()
@@ -172,17 +180,13 @@ def test_once_one_connection_fails_to_load_the_other_takes_no_more(monkeypatch) 
     other connection stops after the group it is loading rather than loading all the rest."""
     import threading
     import time
-    from pathlib import Path
 
-    from cpq.facts import SourceText, extract_source, packing
+    from cpq.facts import packing
     from cpq.facts.node_ids import MAX_NODES
 
     monkeypatch.setattr(packing, "LIST_BATCH_VALUES", 0)
     monkeypatch.setattr(packing, "SINK_GROUP_VALUES", 1)  # a group per relation
-    files = [
-        extract_source(SourceText(path.name, path.read_text(), ""))
-        for path in sorted((Path(__file__).parent / "examples").glob("*.py"))
-    ]
+    files = _extracted_examples()
     relations = {relation for facts in files for relation, rows in facts.rows.items() if rows}
     side_took = threading.Event()
     taken: list[int] = []
