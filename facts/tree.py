@@ -112,6 +112,38 @@ _LEAF_KINDS = frozenset({"string_content", "not in", "is not", "import_prefix", 
 _PYTHON2_KINDS = frozenset({"print_statement", "exec_statement"})
 # Named tokens that never span lines nor have children (their text is kept).
 _ONE_LINE_LEAVES = frozenset({"identifier", "integer", "float", "true", "false", "none"})
+# Kinds that the grammar gives only to anonymous tokens (punctuation, operators, keywords), and
+# only to named nodes: for these, whether a node is named is known from its kind, without the
+# native call that asks (one per node read: about 2 % of an extraction's instructions).  A kind
+# in neither set is asked: `await`, `lambda`, `yield` and `type` are both a keyword and a named
+# node, and a later grammar may bring kinds of its own (tests/test_extractor.py checks both sets
+# against the parser).
+_ANONYMOUS_KINDS = frozenset(
+    """!= % %= & &= ( ) * ** **= *= + += , - -= -> . / // //= /= : := ; < << <<= <= <> = == >
+    >= >> >>= @ @= [ ] ^ ^= _ __future__ and as assert async break case class continue def del
+    elif else except exec finally for from global if import in is match nonlocal not or pass
+    print raise return try while with { | |= } ~""".split()
+) | {"is not", "not in"}
+_NAMED_KINDS = frozenset(
+    """aliased_import argument_list as_pattern as_pattern_target assert_statement assignment
+    attribute augmented_assignment binary_operator block boolean_operator break_statement call
+    case_clause case_pattern class_definition class_pattern comment comparison_operator
+    concatenated_string conditional_expression continue_statement decorated_definition decorator
+    default_parameter delete_statement dictionary dictionary_comprehension dictionary_splat
+    dictionary_splat_pattern dotted_name elif_clause ellipsis else_clause escape_interpolation
+    escape_sequence except_clause expression_list expression_statement false finally_clause float
+    for_in_clause for_statement format_expression format_specifier function_definition
+    future_import_statement generator_expression generic_type global_statement identifier
+    if_clause if_statement import_from_statement import_prefix import_statement integer
+    interpolation keyword_argument keyword_separator lambda_parameters line_continuation list
+    list_comprehension list_pattern list_splat list_splat_pattern match_statement module
+    named_expression none nonlocal_statement not_operator pair parameters parenthesized_expression
+    pass_statement pattern_list positional_separator raise_statement relative_import
+    return_statement set set_comprehension slice splat_pattern string string_content string_end
+    string_start subscript true try_statement tuple tuple_pattern type_conversion type_parameter
+    typed_default_parameter typed_parameter unary_operator union_pattern union_type
+    while_statement wildcard_import with_clause with_item with_statement""".split()
+)
 # A string literal without interpolation is read as one leaf (its text), which saves visiting
 # its start, content and end tokens: the literal's prefix says whether it can interpolate.
 _PLAIN_STRING_PREFIX = frozenset("rRbBuU")
@@ -160,6 +192,8 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
     leaf_kinds = _LEAF_KINDS
     one_line_leaves = _ONE_LINE_LEAVES
     expression_bindings = EXPRESSION_BINDINGS
+    anonymous = _ANONYMOUS_KINDS
+    named_kinds = _NAMED_KINDS
     while stack:
         node, pnode = stack.pop()
         out = pnode.children
@@ -185,7 +219,7 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
                 if not text:  # zero-width: tree-sitter put in a MISSING name
                     errors.append((line, line))
                 continue
-            if not child.is_named():
+            if kind in anonymous or (kind not in named_kinds and not child.is_named()):
                 # tree-sitter recovers from a syntax error with zero-width MISSING tokens.
                 if not child.text():
                     line = child.range().start.line + 1

@@ -666,3 +666,61 @@ def test_source_file_row() -> None:
     rows = facts("x = 1\ny = 2\n", relpath="sub/mod.py")
     assert rel(rows, "source_file") == [("sub/mod.py", "sub.mod", 2)]
     assert rel(rows, "scope")[0] == (0, "module", "<module>", "sub/mod.py", 1, 2)
+
+
+# -- reading the parser's tree ---------------------------------------------------------------
+
+_SYNTAX_TOUR = """
+from __future__ import annotations
+import numpy as np
+type Grid = list[float]
+async def step(u, *args, k: int = 1, **kw) -> None:
+    await u.flush()
+    total = [x async for x in u if x is not None and x not in ()]
+    yield lambda v, /, w=2: v @ w
+    print >> f, "old"
+    match u:
+        case [a, *rest] | {"k": a, **kw}:
+            pass
+        case np.ndarray(shape=(n, _)) if n > 1:
+            del a
+        case _:
+            raise ValueError(f"{u!r:>10}")
+    try:
+        x: np.ndarray = np.zeros(3) ** 2 // 1 << 1 >> 1 | 2 & 3 ^ ~4
+    except* (TypeError, KeyError) as e:
+        global g; nonlocal h
+    finally:
+        assert not x, "no"
+    with open(p) as f, (yield): ...
+    while (y := x[1:-1, ::2]) <> 0: continue
+"""
+
+
+def test_a_nodes_namedness_read_from_its_kind_is_the_parsers_own() -> None:
+    """Converting the parser's tree reads whether a node is named from its kind where the
+    grammar gives that kind to one sort only (facts.tree): on every node of these sources,
+    intact and damaged, the kind's answer is the parser's."""
+    from pathlib import Path
+
+    from ast_grep_py import SgRoot
+
+    from cpq.facts.tree import _ANONYMOUS_KINDS, _NAMED_KINDS
+
+    sources = [_SYNTAX_TOUR]
+    for path in sorted((Path(__file__).parent / "examples").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        third = len(text) // 3
+        damaged = [text[:third] + "\n(", text[:third] + " = = \n" + text[third:], text.replace("):", ")", 3)]
+        sources += [text, *damaged]
+    disagreements: set[tuple[str, bool]] = set()
+    for source in sources:
+        stack = [SgRoot(source, "python").root()]
+        while stack:
+            node = stack.pop()
+            kind = node.kind()
+            named = node.is_named()
+            if (kind in _ANONYMOUS_KINDS and named) or (kind in _NAMED_KINDS and not named):
+                disagreements.add((kind, named))
+            stack.extend(node.children())
+    assert not disagreements
