@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
+from ast_grep_py import SgRoot
 
 from cpq.facts import INPUT_RELATIONS, NO_NODE, FileFacts, Skipped, SourceText, extract_source
+from cpq.facts.tree import _ANONYMOUS_KINDS, _NAMED_KINDS
 
 Rows = dict[str, list[tuple]]
 
@@ -701,12 +704,6 @@ def test_a_nodes_namedness_read_from_its_kind_is_the_parsers_own() -> None:
     """Converting the parser's tree reads whether a node is named from its kind where the
     grammar gives that kind to one sort only (facts.tree): on every node of these sources,
     intact and damaged, the kind's answer is the parser's."""
-    from pathlib import Path
-
-    from ast_grep_py import SgRoot
-
-    from cpq.facts.tree import _ANONYMOUS_KINDS, _NAMED_KINDS
-
     sources = [_SYNTAX_TOUR]
     for path in sorted((Path(__file__).parent / "examples").rglob("*.py")):
         text = path.read_text(encoding="utf-8")
