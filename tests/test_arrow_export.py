@@ -127,11 +127,11 @@ def test_load_disjoint_takes_column_batches_all_or_none(tmp_path) -> None:
 
 def _extracted_examples() -> list:
     """The facts of each example program (tests/examples), extracted."""
-    from pathlib import Path
+    from conftest import EXAMPLES
 
     from cpq.facts import SourceText, extract_source
 
-    examples = sorted((Path(__file__).parent / "examples").glob("*.py"))
+    examples = sorted(EXAMPLES.glob("*.py"))
     return [extract_source(SourceText(path.name, path.read_text(), "")) for path in examples]
 
 

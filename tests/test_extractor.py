@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 from ast_grep_py import SgRoot
+from conftest import EXAMPLES
 
 from cpq.facts import INPUT_RELATIONS, NO_NODE, FileFacts, Skipped, SourceText, extract_source
 from cpq.facts.tree import _ANONYMOUS_KINDS, _NAMED_KINDS
@@ -705,7 +705,7 @@ def test_a_nodes_namedness_read_from_its_kind_is_the_parsers_own() -> None:
     grammar gives that kind to one sort only (facts.tree): on every node of these sources,
     intact and damaged, the kind's answer is the parser's."""
     sources = [_SYNTAX_TOUR]
-    for path in sorted((Path(__file__).parent / "examples").rglob("*.py")):
+    for path in sorted(EXAMPLES.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         third = len(text) // 3
         damaged = [text[:third] + "\n(", text[:third] + " = = \n" + text[third:], text.replace("):", ")", 3)]
