@@ -9,7 +9,7 @@ finding, is decided by `rules.dl`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .flow import Flow, FlowState, merged_states
 from .schema import NO_NODE
@@ -178,7 +178,7 @@ class _BindingCollector:
         q = name if scope.kind == "module" else f"{scope.qualname}.{name}"
         return f"{self.module}.{q}" if self.module else q
 
-    def _block(self, nodes: list[PNode], scope: Scope) -> None:
+    def _block(self, nodes: Sequence[PNode], scope: Scope) -> None:
         # An explicit stack rather than recursion: statement nesting can be deep.
         stack = list(reversed(nodes))
         binding_kinds = _BINDING_KINDS
@@ -431,7 +431,7 @@ class FileExtractor:
 
     # -- statements ---------------------------------------------------------
 
-    def _statements(self, nodes: list[PNode], ctx: _Ctx) -> None:
+    def _statements(self, nodes: Sequence[PNode], ctx: _Ctx) -> None:
         for node in nodes:
             if not node.named or node.kind == "comment":
                 continue

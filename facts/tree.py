@@ -6,6 +6,8 @@ once into `PNode`s and every later pass walks plain Python objects.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ast_grep_py import SgNode, SgRoot
 
 # Leaves whose text the extractor needs; every other node keeps only its kind.
@@ -37,10 +39,10 @@ class PNode:
         self.end_line = end_line
         self.named = named
         self.text = text
-        self.children: list[PNode] = []
-        self._named: list[PNode] | None = None
+        self.children: Sequence[PNode] = []
+        self._named: Sequence[PNode] | None = None
 
-    def named_children(self) -> list[PNode]:
+    def named_children(self) -> Sequence[PNode]:
         """The named children, comments left out (computed once: the tree is read-only)."""
         named = self._named
         if named is None:
@@ -182,11 +184,15 @@ def _chevron_print(kind: str, sg: SgNode) -> bool:
 EXPRESSION_BINDINGS = frozenset({"named_expression", "for_in_clause", "as_pattern", "ERROR"})
 
 
+# The children of a leaf: one empty sequence for all of them (a third of all nodes are leaves).
+_NO_NODES: tuple[PNode, ...] = ()
+
+
 def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], binding_lines: set[int]) -> PNode:
     # Iterative, so a pathologically nested expression cannot exhaust the stack.
     rng = sg.range()
     top = PNode(sg.kind(), rng.start.line + 1, rng.end.line + 1, True, None)
-    stack: list[tuple[SgNode, PNode]] = [(sg, top)]
+    stack: list[tuple[SgNode, PNode, list[PNode]]] = [(sg, top, [])]
     text_kinds = _TEXT_KINDS
     kept = _KEPT_TOKENS
     leaf_kinds = _LEAF_KINDS
@@ -194,9 +200,13 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
     expression_bindings = EXPRESSION_BINDINGS
     anonymous = _ANONYMOUS_KINDS
     named_kinds = _NAMED_KINDS
+    # The nodes made most often (leaves, operators, nodes to descend into) are made without
+    # PNode's __init__: a Python call per node, some 3 % of parsing and converting a file.
+    new = object.__new__
+    no_nodes = _NO_NODES
     while stack:
-        node, pnode = stack.pop()
-        out = pnode.children
+        node, pnode, out = stack.pop()
+        pnode.children = out
         # The named children, listed as they are made: nearly every node read is asked for them.
         named_out: list[PNode] = []
         pnode._named = named_out
@@ -213,7 +223,12 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
                 # Names and numbers, a third of all nodes: read with one or two calls each.
                 text = child.text()
                 line = parent_line if one_line else child.range().start.line + 1
-                pchild = PNode(kind, line, line, True, text)
+                pchild = new(PNode)
+                pchild.kind = kind
+                pchild.line = pchild.end_line = line
+                pchild.named = True
+                pchild.text = text
+                pchild.children = pchild._named = no_nodes
                 out.append(pchild)
                 named_out.append(pchild)
                 if not text:  # zero-width: tree-sitter put in a MISSING name
@@ -225,7 +240,13 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
                     line = child.range().start.line + 1
                     errors.append((line, line))
                 if kind in kept:
-                    out.append(PNode(kind, parent_line, parent_line, False, None))
+                    pchild = new(PNode)
+                    pchild.kind = kind
+                    pchild.line = pchild.end_line = parent_line
+                    pchild.named = False
+                    pchild.text = None
+                    pchild.children = pchild._named = no_nodes
+                    out.append(pchild)
                 continue
             if one_line:
                 line = end_line = parent_line
@@ -246,7 +267,7 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
                 pchild = PNode(kind, line, end_line, True, None)
                 out.append(pchild)
                 named_out.append(pchild)
-                stack.append((child, pchild))
+                stack.append((child, pchild, []))
                 continue
             if kind in expression_bindings:
                 binding_lines.add(line)
@@ -265,8 +286,13 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
                 continue
             # Whether it has children is learnt when it is visited (asking costs a call, and
             # most nodes here have some).
-            pchild = PNode(kind, line, end_line, True, child.text() if kind in text_kinds else None)
+            pchild = new(PNode)
+            pchild.kind = kind
+            pchild.line = line
+            pchild.end_line = end_line
+            pchild.named = True
+            pchild.text = child.text() if kind in text_kinds else None
             out.append(pchild)
             named_out.append(pchild)
-            stack.append((child, pchild))
+            stack.append((child, pchild, []))
     return top

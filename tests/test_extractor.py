@@ -9,7 +9,7 @@ from ast_grep_py import SgRoot
 from conftest import EXAMPLES
 
 from cpq.facts import INPUT_RELATIONS, NO_NODE, FileFacts, Skipped, SourceText, extract_source
-from cpq.facts.tree import _ANONYMOUS_KINDS, _NAMED_KINDS
+from cpq.facts.tree import _ANONYMOUS_KINDS, _NAMED_KINDS, parse
 
 Rows = dict[str, list[tuple]]
 
@@ -700,18 +700,23 @@ async def step(u, *args, k: int = 1, **kw) -> None:
 """
 
 
-def test_a_nodes_namedness_read_from_its_kind_is_the_parsers_own() -> None:
-    """Converting the parser's tree reads whether a node is named from its kind where the
-    grammar gives that kind to one sort only (facts.tree): on every node of these sources,
-    intact and damaged, the kind's answer is the parser's."""
+def _tour_and_examples() -> list[str]:
+    """The syntax tour, and each example intact and damaged three ways."""
     sources = [_SYNTAX_TOUR]
     for path in sorted(EXAMPLES.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         third = len(text) // 3
         damaged = [text[:third] + "\n(", text[:third] + " = = \n" + text[third:], text.replace("):", ")", 3)]
         sources += [text, *damaged]
+    return sources
+
+
+def test_a_nodes_namedness_read_from_its_kind_is_the_parsers_own() -> None:
+    """Converting the parser's tree reads whether a node is named from its kind where the
+    grammar gives that kind to one sort only (facts.tree): on every node of these sources,
+    intact and damaged, the kind's answer is the parser's."""
     disagreements: set[tuple[str, bool]] = set()
-    for source in sources:
+    for source in _tour_and_examples():
         stack = [SgRoot(source, "python").root()]
         while stack:
             node = stack.pop()
@@ -721,3 +726,19 @@ def test_a_nodes_namedness_read_from_its_kind_is_the_parsers_own() -> None:
                 disagreements.add((kind, named))
             stack.extend(node.children())
     assert not disagreements
+
+
+def test_every_converted_node_lists_its_named_children_as_it_would_compute_them() -> None:
+    """The converter makes most nodes without PNode's __init__ and hands each its named
+    children as it goes (leaves share one empty sequence): on every node of these sources,
+    intact and damaged, they are the children that are named and not comments."""
+    wrong: list[tuple[str, int]] = []
+    for source in _tour_and_examples():
+        stack = [parse(source).root]
+        while stack:
+            node = stack.pop()
+            expected = [c for c in node.children if c.named and c.kind != "comment"]
+            if list(node.named_children()) != expected:
+                wrong.append((node.kind, node.line))
+            stack.extend(node.children)
+    assert not wrong
