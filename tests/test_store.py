@@ -286,6 +286,24 @@ def test_packed_facts_round_trip_with_zstd_or_zlib_and_reject_damage(monkeypatch
     assert codecs == ({"zstd": b"Z", "zlib": b"D"} if with_zstd else {"zlib": b"D"})
 
 
+def test_number_columns_pack_as_native_int64_and_refuse_what_array_refuses() -> None:
+    """A number column is packed as native 64-bit integers (struct, for speed), the bytes
+    array would give, from the smallest value to the largest; a value that is not such an
+    integer raises what array raises for it."""
+    from array import array
+
+    import cpq.facts.packing as packing
+
+    ids = (-(2**63), -1, 0, 1, 2**63 - 1, True)
+    columns = packing.rows_to_columns({"node": [(n, "call", 0, 1, -1) for n in ids]})
+    assert columns["node"][0] == array("q", ids).tobytes()
+    assert packing.rows_to_columns({"node": []}) == {}
+    with pytest.raises(OverflowError):
+        packing.rows_to_columns({"node": [(2**63, "call", 0, 1, -1)]})
+    with pytest.raises(TypeError):
+        packing.rows_to_columns({"node": [(1.5, "call", 0, 1, -1)]})
+
+
 @pytest.mark.parametrize("cores", ["one core", "every core"])
 def test_workers_hand_over_facts_uncompressed_and_the_store_compresses_them(
     tree: Path, cores: str, monkeypatch: pytest.MonkeyPatch
