@@ -200,8 +200,8 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
     expression_bindings = EXPRESSION_BINDINGS
     anonymous = _ANONYMOUS_KINDS
     named_kinds = _NAMED_KINDS
-    # The nodes made most often (leaves, operators, nodes to descend into) are made without
-    # PNode's __init__: a Python call per node, some 3 % of parsing and converting a file.
+    # The nodes made most often (names, numbers, operators, the nodes descended into) are made
+    # without PNode's __init__: a Python call per node, some 3 % of parsing and converting.
     new = object.__new__
     no_nodes = _NO_NODES
     while stack:
@@ -222,77 +222,73 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
             if kind in one_line_leaves:
                 # Names and numbers, a third of all nodes: read with one or two calls each.
                 text = child.text()
-                line = parent_line if one_line else child.range().start.line + 1
-                pchild = new(PNode)
-                pchild.kind = kind
-                pchild.line = pchild.end_line = line
-                pchild.named = True
-                pchild.text = text
-                pchild.children = pchild._named = no_nodes
-                out.append(pchild)
-                named_out.append(pchild)
+                line = end_line = parent_line if one_line else child.range().start.line + 1
                 if not text:  # zero-width: tree-sitter put in a MISSING name
                     errors.append((line, line))
-                continue
-            if kind in anonymous or (kind not in named_kinds and not child.is_named()):
+                named = True
+                descend = False
+            elif kind in anonymous or (kind not in named_kinds and not child.is_named()):
                 # tree-sitter recovers from a syntax error with zero-width MISSING tokens.
                 if not child.text():
                     line = child.range().start.line + 1
                     errors.append((line, line))
-                if kind in kept:
-                    pchild = new(PNode)
-                    pchild.kind = kind
-                    pchild.line = pchild.end_line = parent_line
-                    pchild.named = False
-                    pchild.text = None
-                    pchild.children = pchild._named = no_nodes
-                    out.append(pchild)
-                continue
-            if one_line:
-                line = end_line = parent_line
-            else:
-                crng = child.range()
-                line = crng.start.line + 1
-                end_line = crng.end.line + 1
-            if kind == "string":
-                text = child.text()
-                quote = _plain_string_quote(text)
-                if quote is not None:
-                    pchild = PNode("string", line, end_line, True, text)
-                    out.append(pchild)
-                    named_out.append(pchild)
-                    if not text.endswith(quote) or len(text) < text.index(quote[0]) + 2 * len(quote):
-                        errors.append((end_line, end_line))  # unterminated
+                if kind not in kept:
                     continue
-                pchild = PNode(kind, line, end_line, True, None)
-                out.append(pchild)
-                named_out.append(pchild)
-                stack.append((child, pchild, []))
-                continue
-            if kind in expression_bindings:
-                binding_lines.add(line)
-                if kind == "ERROR":
-                    errors.append((line, end_line))
-            elif kind in _PYTHON2_KINDS and not _chevron_print(kind, child):
-                python2.append(line)
-            if kind in leaf_kinds:
-                kept_text = child.text()
-                pchild = PNode(kind, line, end_line, True, kept_text)
-                out.append(pchild)
-                if kind != "comment":
-                    named_out.append(pchild)
-                if kept_text == "":
-                    errors.append((line, line))  # zero-width: a MISSING node
-                continue
-            # Whether it has children is learnt when it is visited (asking costs a call, and
-            # most nodes here have some).
+                text = None
+                line = end_line = parent_line
+                named = False
+                descend = False
+            else:
+                if one_line:
+                    line = end_line = parent_line
+                else:
+                    crng = child.range()
+                    line = crng.start.line + 1
+                    end_line = crng.end.line + 1
+                if kind == "string":
+                    text = child.text()
+                    quote = _plain_string_quote(text)
+                    if quote is not None:
+                        pchild = PNode("string", line, end_line, True, text)
+                        out.append(pchild)
+                        named_out.append(pchild)
+                        if not text.endswith(quote) or len(text) < text.index(quote[0]) + 2 * len(quote):
+                            errors.append((end_line, end_line))  # unterminated
+                        continue
+                    text = None
+                else:
+                    if kind in expression_bindings:
+                        binding_lines.add(line)
+                        if kind == "ERROR":
+                            errors.append((line, end_line))
+                    elif kind in _PYTHON2_KINDS and not _chevron_print(kind, child):
+                        python2.append(line)
+                    if kind in leaf_kinds:
+                        kept_text = child.text()
+                        pchild = PNode(kind, line, end_line, True, kept_text)
+                        out.append(pchild)
+                        if kind != "comment":
+                            named_out.append(pchild)
+                        if kept_text == "":
+                            errors.append((line, line))  # zero-width: a MISSING node
+                        continue
+                    text = child.text() if kind in text_kinds else None
+                named = True
+                # Whether it has children is learnt when it is visited (asking costs a call,
+                # and most nodes here have some).
+                descend = True
+            # Made without PNode's __init__ (see above).
             pchild = new(PNode)
             pchild.kind = kind
             pchild.line = line
             pchild.end_line = end_line
-            pchild.named = True
-            pchild.text = child.text() if kind in text_kinds else None
+            pchild.named = named
+            pchild.text = text
             out.append(pchild)
-            named_out.append(pchild)
-            stack.append((child, pchild, []))
+            if named:
+                named_out.append(pchild)
+            if descend:
+                stack.append((child, pchild, []))
+            else:
+                pchild.children = pchild._named = no_nodes
     return top
