@@ -256,6 +256,15 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
                             errors.append((end_line, end_line))  # unterminated
                         continue
                     text = None
+                elif kind in leaf_kinds:  # none of them binds a name or is a Python 2 statement
+                    kept_text = child.text()
+                    pchild = PNode(kind, line, end_line, True, kept_text)
+                    out.append(pchild)
+                    if kind != "comment":
+                        named_out.append(pchild)
+                    if kept_text == "":
+                        errors.append((line, line))  # zero-width: a MISSING node
+                    continue
                 else:
                     if kind in expression_bindings:
                         binding_lines.add(line)
@@ -263,15 +272,6 @@ def _convert(sg: SgNode, errors: list[tuple[int, int]], python2: list[int], bind
                             errors.append((line, end_line))
                     elif kind in _PYTHON2_KINDS and not _chevron_print(kind, child):
                         python2.append(line)
-                    if kind in leaf_kinds:
-                        kept_text = child.text()
-                        pchild = PNode(kind, line, end_line, True, kept_text)
-                        out.append(pchild)
-                        if kind != "comment":
-                            named_out.append(pchild)
-                        if kept_text == "":
-                            errors.append((line, line))  # zero-width: a MISSING node
-                        continue
                     text = child.text() if kind in text_kinds else None
                 named = True
                 # Whether it has children is learnt when it is visited (asking costs a call,
