@@ -1,0 +1,133 @@
+"""Where a cold `cpq assess` spends its time, phase by phase, and which strata its evaluation
+spends it in.
+
+    python bench/where_time_goes.py TREE [--evaluations N]
+
+1. A cold assessment of TREE, in this process, with a fresh store in a temporary folder (the
+   tree's own `.cpq/` is left alone): for each phase cpq reports (the progress line's), when it
+   started, how long it took, and the CPU time this process and its finished worker processes
+   used meanwhile.  The saving of the results runs in a thread beside the reading of the
+   results; its wait is the last line.  The machine is saturated when CPU / wall is near its
+   core count: only less CPU then makes the run shorter.
+2. With `--evaluations N`: the same facts evaluated N more times, one stratum at a time
+   (so a stratum's time is its own), and the strata that took longest (the least of the N).
+
+The figures move by 10 % or more between runs on a shared machine: compare runs made one after
+the other, several times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cpq.config.context import Context
+from cpq.pipeline.assessment import assess
+from cpq.pipeline.progress import Progress
+from cpq.pipeline.run import discover, evaluate, new_database
+from cpq.rules.program import load_program
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """CPU time of this process and of its children that have ended (the extraction workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+class Timeline(Progress):
+    """A silent progress that notes when each phase starts, with the CPU used so far."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, float, float, float]] = []
+        super().__init__(quiet=True)
+
+    def phase(self, label: str, total: int | None = None) -> None:
+        self.mark(label)
+        super().phase(label, total)
+
+    def mark(self, label: str) -> None:
+        own, children = cpu_seconds()
+        self.marks.append((label, time.perf_counter(), own, children))
+
+
+def print_timeline(marks: list[tuple[str, float, float, float]], started: float) -> None:
+    print(f"{'phase':32} {'starts':>8} {'wall':>7} {'CPU':>7} {'workers':>8}")
+    for (label, at, own, children), (_, end, own_end, children_end) in zip(marks, marks[1:], strict=False):
+        print(
+            f"{label:32} {at - started:7.2f}s {end - at:6.2f}s {own_end - own:6.2f}s "
+            f"{children_end - children:7.2f}s"
+        )
+    _, end, own, children = marks[-1]
+    print(f"{'in all':32} {'':8} {end - started:6.2f}s {own:6.2f}s {children:7.2f}s")
+
+
+def cold_run(tree: Path) -> None:
+    started = time.perf_counter()
+    timeline = Timeline()
+    with tempfile.TemporaryDirectory(prefix="cpq-where-") as store:
+        result = assess(
+            tree,
+            use_cache=True,
+            cache_dir=Path(store),
+            progress=timeline,
+            keep_database=False,
+            save_later=True,
+        )
+        timeline.mark("waiting for the save")
+        result.wait_saved()
+        timeline.mark("done")
+    print(f"cold assessment of {tree}: {len(result.files)} files, {result.lines:,} lines")
+    print_timeline(timeline.marks, started)
+
+
+def strata(tree: Path, evaluations: int, shown: int = 25) -> None:
+    inputs = discover(tree)
+    program = load_program()
+    context = Context()
+    found = evaluate(inputs, lambda: new_database(program, context, inputs))
+    db = found.db
+    db.concurrency = 1  # one stratum at a time: each one's time is its own
+    least: dict[int, float] = {}
+    totals = []
+    last = None
+    for _ in range(evaluations):
+        last = db.evaluate()
+        totals.append(last.seconds)
+        for stratum in last.strata:
+            least[stratum.index] = min(least.get(stratum.index, float("inf")), stratum.seconds)
+    db.close()
+    assert last is not None
+    print(
+        f"\n{evaluations} evaluation{'s' if evaluations != 1 else ''}, one stratum at a time: "
+        + ", ".join(f"{t:.2f}s" for t in totals)
+        + f"; {len(last.strata)} strata, {sum(last.counts.values()):,} tuples"
+    )
+    print(f"{'least':>7} {'rounds':>6} {'new tuples':>11}  stratum")
+    by_index = {stratum.index: stratum for stratum in last.strata}
+    for index in sorted(least, key=lambda i: -least[i])[:shown]:
+        stratum = by_index[index]
+        print(
+            f"{least[index]:6.3f}s {stratum.iterations:6d} {sum(stratum.new_tuples.values()):11,}  "
+            f"#{index} {', '.join(stratum.relations)}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tree", type=Path)
+    parser.add_argument("--evaluations", type=int, default=0, metavar="N")
+    args = parser.parse_args()
+    if not args.tree.is_dir():
+        sys.exit(f"{args.tree}: not a folder")
+    cold_run(args.tree)
+    if args.evaluations > 0:
+        strata(args.tree, args.evaluations)
+
+
+if __name__ == "__main__":
+    main()
