@@ -55,20 +55,27 @@ class Timeline(Progress):
         self.marks.append((label, time.perf_counter(), own, children))
 
 
-def print_timeline(marks: list[tuple[str, float, float, float]], started: float) -> None:
+def print_timeline(marks: list[tuple[str, float, float, float]]) -> None:
+    """One line per phase, from each mark to the next: the first mark is the start, the last
+    one the end."""
     print(f"{'phase':32} {'starts':>8} {'wall':>7} {'CPU':>7} {'workers':>8}")
-    for (label, at, own, children), (_, end, own_end, children_end) in zip(marks, marks[1:], strict=False):
+    _, started, own_start, children_start = marks[0]
+    phases = marks[1:]
+    for (label, at, own, children), (_, end, own_end, children_end) in zip(phases, phases[1:], strict=False):
         print(
             f"{label:32} {at - started:7.2f}s {end - at:6.2f}s {own_end - own:6.2f}s "
             f"{children_end - children:7.2f}s"
         )
     _, end, own, children = marks[-1]
-    print(f"{'in all':32} {'':8} {end - started:6.2f}s {own:6.2f}s {children:7.2f}s")
+    print(
+        f"{'in all':32} {'':8} {end - started:6.2f}s {own - own_start:6.2f}s "
+        f"{children - children_start:7.2f}s"
+    )
 
 
 def cold_run(tree: Path) -> None:
-    started = time.perf_counter()
     timeline = Timeline()
+    timeline.mark("start")
     with tempfile.TemporaryDirectory(prefix="cpq-where-") as store:
         result = assess(
             tree,
@@ -82,7 +89,7 @@ def cold_run(tree: Path) -> None:
         result.wait_saved()
         timeline.mark("done")
     print(f"cold assessment of {tree}: {len(result.files)} files, {result.lines:,} lines")
-    print_timeline(timeline.marks, started)
+    print_timeline(timeline.marks)
 
 
 def strata(tree: Path, evaluations: int, shown: int = 25) -> None:
