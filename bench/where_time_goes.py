@@ -25,11 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cpq.config.context import Context
 from cpq.pipeline.assessment import assess
 from cpq.pipeline.progress import Progress
-from cpq.pipeline.run import discover, evaluate, new_database
-from cpq.rules.program import load_program
 
 
 def cpu_seconds() -> tuple[float, float]:
@@ -93,11 +90,9 @@ def cold_run(tree: Path) -> None:
 
 
 def strata(tree: Path, evaluations: int, shown: int = 25) -> None:
-    inputs = discover(tree)
-    program = load_program()
-    context = Context()
-    found = evaluate(inputs, lambda: new_database(program, context, inputs))
-    db = found.db
+    # Evaluated in memory, without the caches, so the database can be evaluated again.
+    db = assess(tree, report=False).db
+    assert db is not None
     db.concurrency = 1  # one stratum at a time: each one's time is its own
     least: dict[int, float] = {}
     totals = []
