@@ -2,7 +2,7 @@
 checkout (with extras, if asked), then the environment's size, its site-packages, what the
 empty environment already held (pip, setuptools), and the largest packages.
 
-    python bench/install_footprint.py [--source DIR] [--extras fast,manifest] [--python EXE]
+    python bench/install_footprint.py [--source DIR] [--extras manifest] [--python EXE]
 
 pip's own configuration applies (index, wheel cache): run it twice and take the second time for
 a warm cache.  See bench/README.md, "Install footprint".
@@ -43,7 +43,7 @@ def largest(packages: Path, count: int = 8) -> list[tuple[str, int]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=Path(__file__).resolve().parents[1])
-    parser.add_argument("--extras", default="", help="comma-separated extras, e.g. fast")
+    parser.add_argument("--extras", default="", help="comma-separated extras, e.g. manifest")
     parser.add_argument("--python", default=sys.executable, help="the interpreter of the new environment")
     args = parser.parse_args()
     target = str(args.source) + (f"[{args.extras}]" if args.extras else "")

@@ -31,8 +31,9 @@ _STARTUP = {
 class Limits:
     """What a connection may use: memory before it spills, where it spills, the directories
     whose files it may open besides its own database (for ATTACH), DuckDB's threads, how much
-    write-ahead log a database file gathers before DuckDB checkpoints it on its own, and
-    whether each commit waits for the file to reach stable storage (`synced`)."""
+    write-ahead log a database file gathers before DuckDB checkpoints it on its own, whether
+    each commit waits for the file to reach stable storage (`synced`), and whether DuckDB
+    compresses the tables it writes (`compressed`: not for data compressed already)."""
 
     memory_limit: str | None = None
     temp_directory: str | None = None
@@ -40,6 +41,7 @@ class Limits:
     threads: int | None = None
     checkpoint_log: str | None = None
     synced: bool = True
+    compressed: bool = True
 
 
 NO_LIMITS = Limits()
@@ -67,6 +69,8 @@ def connect(
         config["threads"] = limits.threads
     if limits.checkpoint_log is not None:
         config["checkpoint_threshold"] = limits.checkpoint_log
+    if not limits.compressed:
+        config["force_compression"] = "uncompressed"
     target = ":memory:" if path is None else str(path)
     con = None
     if block_size is not None and path is not None:

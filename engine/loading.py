@@ -21,7 +21,7 @@ from .storage import Connection, Storage
 from .typesys import SQL_TYPES
 
 if TYPE_CHECKING:
-    # pyarrow is optional (the `fast` extra): only a caller's own tables are Arrow's.
+    # pyarrow is never needed: only a caller's own tables are Arrow's.
     import pyarrow as pa
 
     # Imported where first needed (with ctypes, some 4 ms): a small run loads lists only.

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from . import Skipped, SourceText, extract_source, line_count
 from .extract import module_name_for
-from .packing import pack_facts, warm_codec
+from .packing import pack_facts
 from .tree import parse
 
 # Below this much source, starting worker processes costs more than it saves.
@@ -167,10 +167,6 @@ class Extraction:
             self._results: Iterator[tuple[str, bytes | str]] = self._pool.map(
                 _extract_packed, todo, chunksize=2
             )
-            # The store compresses with zstd (pyarrow's, where it is installed): imported here
-            # once the workers have started, so that its import (seconds when its libraries
-            # have left the page cache) overlaps their parsing.
-            warm_codec()
         else:
             self._results = map(_extract_packed, todo)
 

@@ -321,7 +321,7 @@ def test_comments_docs_and_io_parameters() -> None:
 
 
 def test_load_arrow_dedup_and_append(tmp_path) -> None:
-    pa = pytest.importorskip("pyarrow")  # optional (the `fast` extra): a caller's own tables
+    pa = pytest.importorskip("pyarrow")  # never needed: a caller's own tables
     prog = parse_program(GRAPH)
     with Database(prog, path=tmp_path / "db.duckdb") as db:
         table = pa.table({"src": ["a", "a", "b"], "dst": ["b", "b", "c"]})

@@ -1,6 +1,7 @@
-"""pyarrow and NumPy are optional (the `fast` extra): `cpq assess` without them reports what it
-reports with them, on the path a large tree takes (extraction workers, facts loaded as column
-batches, store entries written as one), and reads a fact store that a run with pyarrow wrote."""
+"""pyarrow and NumPy are never needed, and lz4 (the fact store's codec, a dependency) can be
+missing: `cpq assess` without them reports what it reports with them, on the path a large tree
+takes (extraction workers, facts loaded as column batches, store entries written as one), and
+uses a fact store that a run with lz4 wrote."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ import pytest
 from conftest import EXAMPLES
 
 # Runs `cpq` with the thresholds of a large tree lowered to nothing, so that a few example
-# files take the large tree's path; with `--without-fast`, pyarrow and NumPy are as if not
+# files take the large tree's path; with `--without`, pyarrow, NumPy and lz4 are as if not
 # installed: importing them fails (None in sys.modules), and find_spec finds nothing.
 _CPQ = """
 import sys
 
-if sys.argv[1] == "--without-fast":
-    sys.modules["pyarrow"] = sys.modules["numpy"] = None
+if sys.argv[1] == "--without":
+    sys.modules["pyarrow"] = sys.modules["numpy"] = sys.modules["lz4"] = None
 del sys.argv[1]
 
 import cpq.facts.packing
@@ -38,9 +39,9 @@ run()
 """
 
 
-def _assess(tree: Path, fast: bool, *options: str) -> tuple[dict, str]:
+def _assess(tree: Path, optional: bool, *options: str) -> tuple[dict, str]:
     report = tree.parent / "report.json"
-    flag = "--with-fast" if fast else "--without-fast"
+    flag = "--with" if optional else "--without"
     cmd = [sys.executable, "-c", _CPQ, flag, "-v", "assess", str(tree), "--format", "json", "-o", str(report)]
     done = subprocess.run([*cmd, *options], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -58,26 +59,24 @@ def examples(tmp_path: Path) -> Path:
     return root
 
 
-def test_the_blocker_blocks() -> None:
-    probe = f"{_CPQ.split('import cpq')[0]}\nimport pyarrow\n"
-    done = subprocess.run([sys.executable, "-c", probe, "--without-fast"], capture_output=True, text=True)
-    assert done.returncode == 1 and "ModuleNotFoundError: import of pyarrow halted" in done.stderr
+@pytest.mark.parametrize("module", ["pyarrow", "numpy", "lz4.block"])
+def test_the_blocker_blocks(module: str) -> None:
+    probe = f"{_CPQ.split('import cpq')[0]}\nimport {module}\n"
+    done = subprocess.run([sys.executable, "-c", probe, "--without"], capture_output=True, text=True)
+    assert done.returncode == 1 and "ModuleNotFoundError" in done.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow is not installed")
-def test_without_pyarrow_and_numpy_the_findings_are_the_same(examples: Path) -> None:
-    with_fast, _ = _assess(examples, True, "--no-cache")
+def test_without_pyarrow_numpy_and_lz4_the_findings_are_the_same(examples: Path) -> None:
+    with_all, _ = _assess(examples, True, "--no-cache")
     without, _ = _assess(examples, False, "--no-cache")
-    assert without == with_fast
-    assert with_fast["findings"] and with_fast["verdict"]
+    assert without == with_all
+    assert with_all["findings"] and with_all["verdict"]
 
 
-def test_without_pyarrow_the_store_works_and_reads_what_a_run_with_it_wrote(examples: Path) -> None:
-    """A store written with zstd (pyarrow's, where it is installed) is read without pyarrow:
-    entries it cannot unpack are extracted again and replaced; the findings are those of a
-    run without the store."""
-    fast = importlib.util.find_spec("pyarrow") is not None
-    _, cold_log = _assess(examples, fast)
+def test_without_lz4_the_store_works_and_reads_what_a_run_with_it_wrote(examples: Path) -> None:
+    """A store written with lz4 is used without it: entries it cannot unpack are extracted
+    again and replaced; the findings are those of a run without the store."""
+    _, cold_log = _assess(examples, importlib.util.find_spec("lz4") is not None)
     edited_file = examples / "wave_equation.py"
     edited_file.write_text(edited_file.read_text() + "\nedited = 1\n")
     reference, _ = _assess(examples, False, "--no-cache")

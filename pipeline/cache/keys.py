@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ...config.project import Config
     from ...facts import Skipped, SourceText
 
-PACKED_FACTS_FORMAT = 5  # change with facts.packing's packed layout
+PACKED_FACTS_FORMAT = 6  # change with facts.packing's packed layout
 
 
 def code_digest(package: str, suffixes: tuple[str, ...], salt: str = "") -> str:
