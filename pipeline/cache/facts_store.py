@@ -81,8 +81,9 @@ class FactStore:
     hits: int = 0
     _pending: list[tuple[str, str, bytes]] = field(default_factory=list)
     _pending_bytes: int = 0
-    # write_pending_soon's thread.
+    # write_pending_soon's thread, and the (paths, keys, data) it compressed, to be written.
     _writing: threading.Thread | None = None
+    _compressed_entries: list[tuple[list[str], list[str], list[bytes]]] = field(default_factory=list)
     broken: str | None = None  # why a write failed: the store is then left alone and not sealed
 
     def get_many(self, files: list[tuple[SourceText, bool]]) -> dict[str, bytes | str]:
@@ -116,41 +117,45 @@ class FactStore:
             self.write_pending()
 
     def write_pending_soon(self) -> None:
-        """Compress and write the entries put so far in a thread of its own (lz4 and DuckDB
-        let other threads run meanwhile): called once the evaluation is over, while the
-        report is made on one core.  Whatever reads or writes the store next waits for that
-        thread first."""
+        """Compress the entries put so far in a thread of its own (lz4 lets other threads run):
+        called once the evaluation is over, while the report is made on one core.  The next
+        write (at the latest as the store closes) waits for that thread and writes them: a
+        cold run saves its results first, and the two writes side by side raised its peak
+        memory by 150 to 250 MB on SciPy + Astropy."""
         if not self._pending or self._writing is not None or self.broken:
             return
+        pending = self._take_pending()
 
-        def write() -> None:
-            with contextlib.suppress(Exception):  # then write_pending writes them itself
-                self._write_now()
-                # Here rather than as the store closes, after the results are saved: the two
-                # checkpoints then run side by side (0.3 to 0.5 s of a cold run on SciPy +
-                # Astropy, whose entries leave a 64 MB log).
-                self._checkpoint_large_log()
+        def compress() -> None:
+            with contextlib.suppress(Exception):  # a cache: what is not written is extracted again
+                self._compressed_entries.append(self._compressed(pending))
 
-        self._writing = threading.Thread(target=write, name="cpq-store-write")
+        self._writing = threading.Thread(target=compress, name="cpq-store-compress")
         self._writing.start()
 
     def write_pending(self) -> None:
         """Write the entries put so far (each replaces the file's previous entry), compressed."""
         self._join_writer()
-        self._write_now()
+        batches, self._compressed_entries = self._compressed_entries, []
+        if self._pending:
+            batches.append(self._compressed(self._take_pending()))
+        for batch in batches:
+            self._insert(*batch)
 
     def _join_writer(self) -> None:
         if self._writing is not None:
             self._writing.join()
             self._writing = None
 
-    def _write_now(self) -> None:
-        if not self._pending:
-            return
-        paths = [p for p, _, _ in self._pending]
-        keys = [k for _, k, _ in self._pending]
+    def _take_pending(self) -> list[tuple[str, str, bytes | None]]:
+        pending: list[tuple[str, str, bytes | None]] = list(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        return pending
+
+    def _insert(self, paths: list[str], keys: list[str], data: list[bytes]) -> None:
+        """Write these entries, each in place of the file's previous one."""
         stamps = [self.stamp] * len(paths)
-        data = self._compressed()
         delete = (f"DELETE FROM {_TABLE} WHERE path IN (SELECT unnest(?))", [paths])
         if sum(map(len, data)) <= LIST_BATCH_BYTES:
             columns: list[list[str] | list[bytes]] = [paths, keys, stamps, data]
@@ -162,21 +167,35 @@ class FactStore:
 
             names = [name for name, _ in _COLUMNS]
             batch = ColumnBatch(names, [*map(symbol_column, (paths, keys, stamps)), binary_column(data)])
+            del data  # joined into the batch's one buffer
             self._transaction(
                 [delete, (f"INSERT INTO {_TABLE} SELECT {', '.join(names)} FROM pending_facts", [])],
                 {"pending_facts": batch},
             )
-        self._pending.clear()
-        self._pending_bytes = 0
 
-    def _compressed(self) -> list[bytes]:
-        """The pending entries' data, compressed: on every core when they are many bytes (lz4
-        and zlib let other threads run)."""
-        entries = [entry for _, _, entry in self._pending]
-        if self._pending_bytes < PARALLEL_COMPRESS_BYTES or len(entries) < 2:
-            return [compress_packed(entry) for entry in entries]
+    @staticmethod
+    def _compressed(
+        pending: list[tuple[str, str, bytes | None]],
+    ) -> tuple[list[str], list[str], list[bytes]]:
+        """The paths, entry keys and compressed data of `pending`, each entry's uncompressed
+        bytes let go as soon as it is compressed (SciPy's and Astropy's 239 MB are not held
+        beside their 64 MB of lz4); on every core when they are many bytes (lz4 and zlib let
+        other threads run)."""
+        paths = [path for path, _, _ in pending]
+        keys = [key for _, key, _ in pending]
+        total = sum(len(entry or b"") for _, _, entry in pending)
+
+        def compress(index: int) -> bytes:
+            path, key, entry = pending[index]
+            assert entry is not None
+            pending[index] = (path, key, None)
+            return compress_packed(entry)
+
+        indexes = range(len(pending))
+        if total < PARALLEL_COMPRESS_BYTES or len(pending) < 2:
+            return paths, keys, [compress(index) for index in indexes]
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-            return list(pool.map(compress_packed, entries))
+            return paths, keys, list(pool.map(compress, indexes))
 
     def flush(self, present: set[str]) -> None:
         """Write pending entries; forget files that are no longer in the tree."""
@@ -216,11 +235,6 @@ class FactStore:
                 with contextlib.suppress(duckdb.Error):
                     con.unregister(name)
 
-    def _checkpoint_large_log(self) -> None:
-        """Checkpoint from WAL_KEPT_BYTES of write-ahead log (else the next open replays it)."""
-        if not self.broken and _size(_wal(self.directory / FACTS_FILE)) >= WAL_KEPT_BYTES:
-            self.con.execute("CHECKPOINT")
-
     def close(self) -> str | None:
         """Close and seal the store; returns why it could not be kept, if so (it is then
         removed, and the next run starts afresh)."""
@@ -231,8 +245,9 @@ class FactStore:
             if not self.broken:
                 with contextlib.suppress(duckdb.Error):
                     self.write_pending()
-                with contextlib.suppress(duckdb.Error):
-                    self._checkpoint_large_log()
+                if _size(wal) >= WAL_KEPT_BYTES:
+                    with contextlib.suppress(duckdb.Error):  # else the next open replays it
+                        self.con.execute("CHECKPOINT")
             with contextlib.suppress(duckdb.Error):
                 self.con.close()
             if not self.broken:
