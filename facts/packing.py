@@ -117,10 +117,8 @@ def pack_facts(rows: Rows, node_count: int, lines: int, *, compress: bool = True
 def compress_packed(data: bytes, *, use_lz4: bool = True) -> bytes:
     """Packed facts compressed (as they are, if they are already), for the fact store: with
     lz4 (the facts of SciPy + Astropy, 239 MB, in 0.25 s of CPU where zlib's fastest level
-    took 1.26 s; 64 MB of entries instead of 37, which DuckDB's own compression then brings
-    down to a 31 MB store), so that the store is written while the report is made rather
-    than after it.  Without `use_lz4`, or where lz4 cannot be imported, with zlib's fastest
-    level."""
+    took 1.26 s, and read back in 0.19 s instead of 0.5 s; 64 MB of entries instead of 37).
+    Without `use_lz4`, or where lz4 cannot be imported, with zlib's fastest level."""
     if data[:1] != b"R":
         return data
     return _compressed(memoryview(data)[_HEADER.size :], use_lz4)

@@ -36,9 +36,9 @@ FACTS_FILE = "facts.duckdb"
 LOCK_FILE = "lock"
 SEAL_KIND = "fact store"
 # New entries are held in memory, uncompressed (as the workers hand them over), up to this
-# many bytes before they are compressed and written; the rest are compressed and written while
-# the report is made (write_pending_soon).  NumPy's facts take 76 MB, SciPy's and Astropy's
-# 280 MB.
+# many bytes before they are compressed and written; the rest are compressed while the report
+# is made (write_pending_soon) and written once the results are saved.  NumPy's facts take
+# 76 MB, SciPy's and Astropy's 280 MB.
 PENDING_BYTES = 320 * 1024 * 1024
 # From this many bytes of entries, they are compressed on several cores.
 PARALLEL_COMPRESS_BYTES = 8 * 1024 * 1024
@@ -167,7 +167,6 @@ class FactStore:
 
             names = [name for name, _ in _COLUMNS]
             batch = ColumnBatch(names, [*map(symbol_column, (paths, keys, stamps)), binary_column(data)])
-            del data  # joined into the batch's one buffer
             self._transaction(
                 [delete, (f"INSERT INTO {_TABLE} SELECT {', '.join(names)} FROM pending_facts", [])],
                 {"pending_facts": batch},
