@@ -111,21 +111,21 @@ def pack_facts(rows: Rows, node_count: int, lines: int, *, compress: bool = True
     payload = marshal.dumps((columns, node_count, lines))
     if not compress:
         return _HEADER.pack(b"R", len(payload)) + payload
-    return _compressed(payload, use_lz4=True)
+    return _compressed(payload)
 
 
-def compress_packed(data: bytes, *, use_lz4: bool = True) -> bytes:
+def compress_packed(data: bytes) -> bytes:
     """Packed facts compressed (as they are, if they are already), for the fact store: with
     lz4 (the facts of SciPy + Astropy, 239 MB, in 0.25 s of CPU where zlib's fastest level
     took 1.26 s, and read back in 0.19 s instead of 0.5 s; 64 MB of entries instead of 37).
-    Without `use_lz4`, or where lz4 cannot be imported, with zlib's fastest level."""
+    Where lz4 cannot be imported, with zlib's fastest level."""
     if data[:1] != b"R":
         return data
-    return _compressed(memoryview(data)[_HEADER.size :], use_lz4)
+    return _compressed(memoryview(data)[_HEADER.size :])
 
 
-def _compressed(payload: bytes | memoryview, use_lz4: bool) -> bytes:
-    lz4 = _lz4() if use_lz4 else None
+def _compressed(payload: bytes | memoryview) -> bytes:
+    lz4 = _lz4()
     if lz4 is None:
         return _HEADER.pack(b"D", len(payload)) + zlib.compress(payload, 1)
     compressed: bytes = lz4.compress(payload, store_size=False)

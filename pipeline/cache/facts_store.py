@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import duckdb
 
@@ -148,10 +148,8 @@ class FactStore:
             self._writing = None
 
     def _take_pending(self) -> list[tuple[str, str, bytes | None]]:
-        pending: list[tuple[str, str, bytes | None]] = list(self._pending)
-        self._pending.clear()
-        self._pending_bytes = 0
-        return pending
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        return cast("list[tuple[str, str, bytes | None]]", pending)
 
     def _insert(self, paths: list[str], keys: list[str], data: list[bytes]) -> None:
         """Write these entries, each in place of the file's previous one."""
