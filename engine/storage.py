@@ -186,6 +186,26 @@ class Storage:
         self.con.close()
         _OPEN.discard(self)
 
+    def write_to_file(self) -> bool:
+        """Write the tables, as they now are, into the database's file (DuckDB's checkpoint);
+        False, doing nothing, for a database in memory or one made `beside` another.
+
+        Done once the facts are loaded, it spares the evaluation more than it costs: the
+        facts were appended batch by batch, each leaving a partly filled row group of every
+        relation; written, they are whole row groups, compressed, which the rules' joins
+        scan faster, and the results are then saved without writing the facts again (a
+        cold run on SciPy + Astropy: 0.65 s to write them, then 0.5 to 0.8 s less to
+        evaluate and 0.4 s less to save)."""
+        if self._own_tables is not None:
+            return False
+        (path,) = self.con.execute(
+            "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+        ).fetchone() or (None,)
+        if path is None:
+            return False
+        self.con.execute("CHECKPOINT")
+        return True
+
     # -- schema ----------------------------------------------------------------------------
 
     def table(self, relation: str) -> str:

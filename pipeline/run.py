@@ -445,6 +445,7 @@ def evaluate(
         try:
             loaded = load_facts(db, inputs, extraction, progress=progress)
             db.load("skipped_file", skipped_rows(inputs, loaded.layout))
+            db.write_to_file()
         except BaseException:
             db.close()
             raise

@@ -336,6 +336,24 @@ def test_load_arrow_dedup_and_append(tmp_path) -> None:
             db.load("nope", [("a",)])
 
 
+def test_loaded_facts_are_written_to_the_file_before_evaluation(tmp_path) -> None:
+    """A database in a file writes its loaded facts out (the evaluation then scans whole,
+    compressed row groups); one in memory has nothing to write, and says so."""
+    with Database(parse_program(GRAPH)) as db:
+        db.load("edge", [("a", "b")])
+        assert db.write_to_file() is False
+        db.evaluate()
+        assert db.count("path") == 1
+    path = tmp_path / "db.duckdb"
+    with Database(parse_program(GRAPH), path=path) as db:
+        db.load("edge", [("a", "b"), ("b", "c")])
+        assert db.write_to_file() is True
+        wal = path.with_name(path.name + ".wal")
+        assert not wal.exists() or wal.stat().st_size == 0  # all of it is in the file now
+        db.evaluate()
+        assert sorted(db.rows("path")) == [("a", "b"), ("a", "c"), ("b", "c")]
+
+
 def test_load_disjoint_appends_several_relations_in_one_call(tmp_path) -> None:
     pa = pytest.importorskip("pyarrow")
     text = GRAPH + ".decl label(n: symbol, weight: number)\n"

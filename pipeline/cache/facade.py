@@ -219,7 +219,19 @@ class Cache:
                 partial = None
                 return new_database(program, context, inputs)
 
-        found = evaluate(inputs, new_db, store, jobs, progress)
+        try:
+            found = evaluate(inputs, new_db, store, jobs, progress)
+        except duckdb.InterruptException:
+            raise
+        except duckdb.Error as exc:
+            if partial is None:
+                raise
+            # The results file could not be written (a full disk): DuckDB gives up on a
+            # database whose checkpoint failed, so the facts are loaded again, in memory.
+            self.warn(f"cache: cannot write the results ({_first_line(exc)}): evaluating in memory")
+            results.remove(partial)
+            partial = None
+            found = evaluate(inputs, new_db, store, jobs, progress)
         found.path = partial
         return found
 
