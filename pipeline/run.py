@@ -433,10 +433,12 @@ def evaluate(
     source: FactSource | None = None,
     jobs: int | None = None,
     progress: Progress | None = None,
+    on_loaded: Callable[[], None] | None = None,
 ) -> Evaluation:
     """Extract every file (or take its facts from `source`), load the facts into the database
     `new_db` makes (while the workers parse), and evaluate the program; `progress` shows
-    each phase."""
+    each phase.  `on_loaded` is called once the facts are loaded, before the database writes
+    them to its file (on one core: the other is free for the caller's work)."""
     started = time.perf_counter()
     progress = progress or Progress.silent()
     progress.phase("extracting", total=len(inputs.texts))
@@ -445,6 +447,8 @@ def evaluate(
         try:
             loaded = load_facts(db, inputs, extraction, progress=progress)
             db.load("skipped_file", skipped_rows(inputs, loaded.layout))
+            if on_loaded is not None:
+                on_loaded()
             db.write_to_file()
         except BaseException:
             db.close()

@@ -119,8 +119,8 @@ class Cache:
             or self._fresh(program, context, inputs, jobs, progress)
         )
         if self._store is not None:
-            # The evaluation is over: what the store keeps of this run is compressed and
-            # written while the report is made, on the core that leaves idle.
+            # What the store keeps of this run and has not compressed yet (an update's files)
+            # is compressed while the report is made, on the core that leaves idle.
             self._store.write_pending_soon()
         return found
 
@@ -219,8 +219,11 @@ class Cache:
                 partial = None
                 return new_database(program, context, inputs)
 
+        # The entries the store keeps of this run are compressed while the facts are written
+        # to the results file, on the core that leaves idle.
+        on_loaded = store.write_pending_soon if store is not None else None
         try:
-            found = evaluate(inputs, new_db, store, jobs, progress)
+            found = evaluate(inputs, new_db, store, jobs, progress, on_loaded)
         except duckdb.InterruptException:
             raise
         except duckdb.Error as exc:
@@ -231,7 +234,7 @@ class Cache:
             self.warn(f"cache: cannot write the results ({_first_line(exc)}): evaluating in memory")
             results.remove(partial)
             partial = None
-            found = evaluate(inputs, new_db, store, jobs, progress)
+            found = evaluate(inputs, new_db, store, jobs, progress, on_loaded)
         found.path = partial
         return found
 

@@ -118,7 +118,8 @@ class FactStore:
 
     def write_pending_soon(self) -> None:
         """Compress the entries put so far in a thread of its own (lz4 lets other threads run):
-        called once the evaluation is over, while the report is made on one core.  The next
+        called while the main thread uses one core (DuckDB writing the loaded facts to the
+        results file, or the report being made after an update).  The next
         write (at the latest as the store closes) waits for that thread and writes them: a
         cold run saves its results first, and the two writes side by side raised its peak
         memory by 150 to 250 MB on SciPy + Astropy."""
