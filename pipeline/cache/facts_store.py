@@ -36,9 +36,9 @@ FACTS_FILE = "facts.duckdb"
 LOCK_FILE = "lock"
 SEAL_KIND = "fact store"
 # New entries are held in memory, uncompressed (as the workers hand them over), up to this
-# many bytes before they are compressed and written; the rest are compressed while the report
-# is made (write_pending_soon) and written once the results are saved.  NumPy's facts take
-# 76 MB, SciPy's and Astropy's 280 MB.
+# many bytes before they are compressed and written; the rest are compressed while the loaded
+# facts are written to the results file (write_pending_soon) and written once the results are
+# saved.  NumPy's facts take 76 MB, SciPy's and Astropy's 280 MB.
 PENDING_BYTES = 320 * 1024 * 1024
 # From this many bytes of entries, they are compressed on several cores.
 PARALLEL_COMPRESS_BYTES = 8 * 1024 * 1024
@@ -119,10 +119,10 @@ class FactStore:
     def write_pending_soon(self) -> None:
         """Compress the entries put so far in a thread of its own (lz4 lets other threads run):
         called while the main thread uses one core (DuckDB writing the loaded facts to the
-        results file, or the report being made after an update).  The next
-        write (at the latest as the store closes) waits for that thread and writes them: a
-        cold run saves its results first, and the two writes side by side raised its peak
-        memory by 150 to 250 MB on SciPy + Astropy."""
+        results file, or the report being made after an update).  The next write (at the
+        latest as the store closes) waits for that thread and writes them: a cold run saves
+        its results first, and the two writes side by side raised its peak memory by 150 to
+        250 MB on SciPy + Astropy."""
         if not self._pending or self._writing is not None or self.broken:
             return
         pending = self._take_pending()
