@@ -295,10 +295,14 @@ class Loaded:
 def start_extraction(
     inputs: Inputs, files: list[SourceText], source: FactSource | None = None, jobs: int | None = None
 ) -> Extraction:
-    """Set the workers going on `files` (those `source` has not kept)."""
+    """Set the workers going on `files` (those `source` has not kept).  Their facts come in
+    the order of their node ids: loaded so, each relation keyed by a node lies in its table
+    in the order of its ids, and a filter or a join on a few files' ids (an update's) reads
+    the few row groups that can hold them, by their min and max, rather than all of them."""
     from ..facts.parallel import Extraction
 
-    return Extraction(files, inputs.deep, source, jobs)
+    bases = inputs.bases
+    return Extraction(sorted(files, key=lambda source: bases[source.relpath]), inputs.deep, source, jobs)
 
 
 def load_facts(
