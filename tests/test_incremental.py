@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -305,3 +306,28 @@ def test_an_edit_that_changes_too_many_facts_is_evaluated_from_scratch(
     assert _key(edited) == _key(assess(tree, ctx))
     path.write_text(path.read_text() + "# the end\n")  # two facts change: within the limit
     assert assess(tree, ctx, use_cache=True, keep_database=False).how == "saved results updated"
+
+
+def test_a_cold_run_lays_out_the_node_relations_in_the_order_of_their_ids(tmp_path: Path) -> None:
+    """Files' facts are loaded in the order of their node ids, not of their paths: an update's
+    filters and joins on the ids of the files it changed then read the few row groups that can
+    hold them, by their minimum and maximum."""
+    from cpq.facts.node_ids import file_bases
+
+    names = [f"m{i:02d}.py" for i in range(12)]
+    for i, name in enumerate(names):
+        (tmp_path / name).write_text(
+            f"import numpy as np\nx = np.ones({i + 2})\nfor k in range(3):\n    x[k] = k * {i}\n"
+        )
+    bases = file_bases(names)
+    assert [bases[n] for n in names] != sorted(bases.values())  # path order is not id order
+    assess(tmp_path, use_cache=True, keep_database=False)
+    (saved,) = (tmp_path / ".cpq").glob("results-*.duckdb")
+    con = duckdb.connect(str(saved), read_only=True)
+    try:
+        ids = [n for (n,) in con.execute('SELECT n FROM "node" ORDER BY rowid').fetchall()]
+        calls = [c for (c,) in con.execute('SELECT c FROM "call" ORDER BY rowid').fetchall()]
+    finally:
+        con.close()
+    assert len(ids) > 12 * 5 and ids == sorted(ids)
+    assert calls and calls == sorted(calls)
