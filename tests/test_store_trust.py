@@ -370,14 +370,15 @@ def query(lab: Lab) -> Run:
 # -- 1. a view in the saved results ----------------------------------------------------------
 
 
-def _view_reading_the_secret(lab: Lab, path: Path) -> None:
-    """The results' `finding` table replaced by a view of the same columns that reads the
-    secret file (what a report would print, were the view read)."""
+def _view_reading_the_secret(lab: Lab, path: Path, table: str = "finding") -> None:
+    """The results' `table` replaced by a view of the same columns that reads the secret
+    file (what a report would print, were the view read)."""
     con = duckdb.connect(str(path))
     try:
         columns = con.execute(
             "SELECT column_name, data_type FROM duckdb_columns() "
-            "WHERE table_name = 'finding' ORDER BY column_index"
+            "WHERE table_name = ? ORDER BY column_index",
+            [table],
         ).fetchall()
         assert columns and ("file", "VARCHAR") in columns
         secret = _literal(str(lab.outside / "secret.txt"))
@@ -385,9 +386,9 @@ def _view_reading_the_secret(lab: Lab, path: Path) -> None:
             f"{'content' if sql_type == 'VARCHAR' else '0'}::{sql_type} AS {_quote(name)}"
             for name, sql_type in columns
         )
-        con.execute("DROP TABLE finding")
-        con.execute(f"CREATE VIEW finding AS SELECT {select} FROM read_text({secret})")
-        assert SECRET in str(con.execute("SELECT * FROM finding").fetchall())
+        con.execute(f"DROP TABLE {_quote(table)}")
+        con.execute(f"CREATE VIEW {_quote(table)} AS SELECT {select} FROM read_text({secret})")
+        assert SECRET in str(con.execute(f"SELECT * FROM {_quote(table)}").fetchall())
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -400,6 +401,22 @@ def test_a_view_reading_a_file_elsewhere_in_the_saved_results_is_never_read(lab:
     _view_reading_the_secret(lab, path)
     if resealed:  # the key leaked: the view is still a foreign object, and no file may be read
         reseal_results(lab, path)
+    first, _ = assert_unharmed(lab)
+    assert CACHE_LINE in first.stderr
+
+
+@pytest.mark.parametrize("resealed", [False, True], ids=["tampered", "resealed"])
+def test_a_view_in_place_of_the_layout_is_never_read_by_an_update(lab: Lab, resealed: bool) -> None:
+    """An update reads the files' layout while the rest of the copy is still being checked,
+    from a table only: a view in its place is refused, and the run assesses without it."""
+    lab.seed()
+    path = lab.results_file()
+    _view_reading_the_secret(lab, path, results.LAYOUT_TABLE)
+    if resealed:
+        reseal_results(lab, path)
+    wave = lab.tree / "wave_equation.py"
+    wave.write_text(wave.read_text() + "\nsteps = 10\n")
+    lab.forget_reference()
     first, _ = assert_unharmed(lab)
     assert CACHE_LINE in first.stderr
 

@@ -79,6 +79,7 @@ class FactStore:
     stamp: str
     lock: int  # the descriptor holding the store's lock
     hits: int = 0
+    put_bytes: int = 0  # of the entries put by this run
     _pending: list[tuple[str, str, bytes]] = field(default_factory=list)
     _pending_bytes: int = 0
     # write_pending_soon's thread, and the (paths, keys, data) it compressed, to be written.
@@ -113,6 +114,7 @@ class FactStore:
         entry = data if isinstance(data, bytes) else _FAILED + data.encode("utf-8", "surrogatepass")
         self._pending.append((source.relpath, entry_key(source, deep), entry))
         self._pending_bytes += len(entry)
+        self.put_bytes += len(entry)
         if self._pending_bytes >= PENDING_BYTES:
             self.write_pending()
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import duckdb
+
 from ...engine import Database
 from ...engine.change_tables import GENERATION_TABLE
 from ...engine.connect import foreign_objects
@@ -124,8 +126,11 @@ def ensure_same(path: Path, identity: trust.Identity) -> None:
         raise trust.Untrusted(f"{path.name} has a write-ahead log beside it")
 
 
-def check_contents(db: Database) -> None:
-    foreign = foreign_objects(db.con, {*db.program.relations, LAYOUT_TABLE, GENERATION_TABLE})
+def check_contents(db: Database, con: duckdb.DuckDBPyConnection | None = None) -> None:
+    """Untrusted when the database holds what cpq never puts in a results file (read on `con`,
+    a cursor of db's, when given)."""
+    con = db.con if con is None else con
+    foreign = foreign_objects(con, {*db.program.relations, LAYOUT_TABLE, GENERATION_TABLE})
     if foreign:
         raise trust.Untrusted("the saved results hold " + ", ".join(foreign[:3]))
 
@@ -168,6 +173,16 @@ def write_layout(db: Database, layout: dict[str, FileLayout]) -> None:
 
 
 def read_layout(db: Database) -> dict[str, FileLayout]:
+    """The files' layout, read from a table of the database's own (an update reads it while
+    the rest of the database is still being checked: a view of that name could read a file);
+    Untrusted when there is none."""
+    (tables,) = db.con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = ? AND NOT temporary",
+        [LAYOUT_TABLE],
+    ).fetchone() or (0,)
+    if not tables:
+        raise trust.Untrusted(f"the saved results hold no {LAYOUT_TABLE} table")
     names = ", ".join(name for name, _ in _LAYOUT_COLUMNS)
     rows = db.con.execute(f"SELECT {names} FROM {LAYOUT_TABLE}").fetchall()
     return {file: FileLayout(sha, deep, base, nodes, failed) for file, sha, deep, base, nodes, failed in rows}
