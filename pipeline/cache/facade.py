@@ -59,8 +59,6 @@ SMALL_BLOCK_SIZE = 16 * 1024
 # copies), while they make loading the facts and checkpointing cheaper (SciPy + Astropy, 36 MB).
 LARGE_TREE_BYTES = 24_000_000
 LARGE_BLOCK_SIZE = 256 * 1024
-# Entries put by a run beyond which the fact store is closed after the results are saved.
-STORE_SMALL_WRITE_BYTES = 8 * 1024 * 1024
 # What an update may fail with: the run then evaluates from scratch.
 _UPDATE_FAILURES = (duckdb.Error, OSError, ValueError, DatalogError, trust.Untrusted, UpdateTooLarge)
 
@@ -363,15 +361,6 @@ class Cache:
             self.warn(f"cache: {exc}")
             return None
         return db
-
-    def store_writes_little(self) -> bool:
-        """Whether closing the fact store writes little (an update's few files): it can then
-        be closed while the results are saved.  Writing a cold run's entries (NumPy's 76 MB,
-        SciPy's and Astropy's 280 MB) while DuckDB writes the results raised the peak memory
-        by 150 to 250 MB."""
-        if self._opening is not None:
-            self.facts()
-        return self._store is None or self._store.put_bytes <= STORE_SMALL_WRITE_BYTES
 
     def close_store(self) -> None:
         """Write, close and seal the fact store (a file of its own: this may run while `keep`

@@ -79,12 +79,9 @@ class FactStore:
     stamp: str
     lock: int  # the descriptor holding the store's lock
     hits: int = 0
-    put_bytes: int = 0  # of the entries put by this run
     _pending: list[tuple[str, str, bytes]] = field(default_factory=list)
     _pending_bytes: int = 0
-    # write_pending_soon's thread, and the (paths, keys, data) it compressed, to be written.
-    _writing: threading.Thread | None = None
-    _compressed_entries: list[tuple[list[str], list[str], list[bytes]]] = field(default_factory=list)
+    _writing: threading.Thread | None = None  # write_pending_soon's
     broken: str | None = None  # why a write failed: the store is then left alone and not sealed
 
     def get_many(self, files: list[tuple[SourceText, bool]]) -> dict[str, bytes | str]:
@@ -114,36 +111,40 @@ class FactStore:
         entry = data if isinstance(data, bytes) else _FAILED + data.encode("utf-8", "surrogatepass")
         self._pending.append((source.relpath, entry_key(source, deep), entry))
         self._pending_bytes += len(entry)
-        self.put_bytes += len(entry)
         if self._pending_bytes >= PENDING_BYTES:
             self.write_pending()
 
     def write_pending_soon(self) -> None:
-        """Compress the entries put so far in a thread of its own (lz4 lets other threads run):
-        called while the main thread uses one core (DuckDB writing the loaded facts to the
-        results file, or the report being made after an update).  The next write (at the
-        latest as the store closes) waits for that thread and writes them: a cold run saves
-        its results first, and the two writes side by side raised its peak memory by 150 to
-        250 MB on SciPy + Astropy."""
+        """Compress and write the entries put so far in a thread of its own (lz4 and DuckDB
+        let other threads run): called while the main thread uses one core (DuckDB writing the
+        loaded facts to the results file, or the report being made after an update).  A cold
+        run's entries (SciPy's and Astropy's 64 MB of lz4) were written when the store closed,
+        after the results were saved: half a second on one core at the end of the run.  Every
+        other use of the store waits for that thread first."""
         if not self._pending or self._writing is not None or self.broken:
             return
         pending = self._take_pending()
 
-        def compress() -> None:
+        def write() -> None:
             with contextlib.suppress(Exception):  # a cache: what is not written is extracted again
-                self._compressed_entries.append(self._compressed(pending))
+                self._insert(*self._compressed(pending))
+                with contextlib.suppress(duckdb.Error):
+                    self._checkpoint_if_large()
 
-        self._writing = threading.Thread(target=compress, name="cpq-store-compress")
+        self._writing = threading.Thread(target=write, name="cpq-store-write")
         self._writing.start()
 
     def write_pending(self) -> None:
         """Write the entries put so far (each replaces the file's previous entry), compressed."""
         self._join_writer()
-        batches, self._compressed_entries = self._compressed_entries, []
         if self._pending:
-            batches.append(self._compressed(self._take_pending()))
-        for batch in batches:
-            self._insert(*batch)
+            self._insert(*self._compressed(self._take_pending()))
+
+    def _checkpoint_if_large(self) -> None:
+        """Checkpoint when the write-ahead log has grown past WAL_KEPT_BYTES (else the next
+        open replays it)."""
+        if _size(_wal(self.directory / FACTS_FILE)) >= WAL_KEPT_BYTES:
+            self.con.execute("CHECKPOINT")
 
     def _join_writer(self) -> None:
         if self._writing is not None:
@@ -245,9 +246,8 @@ class FactStore:
             if not self.broken:
                 with contextlib.suppress(duckdb.Error):
                     self.write_pending()
-                if _size(wal) >= WAL_KEPT_BYTES:
-                    with contextlib.suppress(duckdb.Error):  # else the next open replays it
-                        self.con.execute("CHECKPOINT")
+                with contextlib.suppress(duckdb.Error):
+                    self._checkpoint_if_large()
             with contextlib.suppress(duckdb.Error):
                 self.con.close()
             if not self.broken:
