@@ -376,8 +376,7 @@ def _view_reading_the_secret(lab: Lab, path: Path, table: str = "finding") -> No
     con = duckdb.connect(str(path))
     try:
         columns = con.execute(
-            "SELECT column_name, data_type FROM duckdb_columns() "
-            "WHERE table_name = ? ORDER BY column_index",
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index",
             [table],
         ).fetchall()
         assert columns and ("file", "VARCHAR") in columns
