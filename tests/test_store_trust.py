@@ -411,6 +411,13 @@ def test_a_view_in_place_of_the_layout_is_never_read_by_an_update(lab: Lab, rese
     lab.seed()
     path = lab.results_file()
     _view_reading_the_secret(lab, path, results.LAYOUT_TABLE)
+    _edit_after_planting(lab, path, resealed)
+
+
+def _edit_after_planting(lab: Lab, path: Path, resealed: bool) -> Run:
+    """Reseal the saved results `path` (when the key leaked), edit a file so that the next
+    run brings them up to date, and check that runs are unharmed, the first saying why it
+    did not use them; returns that first run."""
     if resealed:
         reseal_results(lab, path)
     wave = lab.tree / "wave_equation.py"
@@ -418,6 +425,7 @@ def test_a_view_in_place_of_the_layout_is_never_read_by_an_update(lab: Lab, rese
     lab.forget_reference()
     first, _ = assert_unharmed(lab)
     assert CACHE_LINE in first.stderr
+    return first
 
 
 def _trigger_dropping_the_findings_on(con: duckdb.DuckDBPyConnection) -> bool:
@@ -465,13 +473,7 @@ def test_a_trigger_in_the_saved_results_never_fires(lab: Lab, resealed: bool) ->
     path = lab.results_file()
     if not _trigger_dropping_the_findings(path):
         pytest.skip(f"DuckDB {duckdb.__version__} keeps no triggers")
-    if resealed:  # the key leaked: the trigger is still a foreign object
-        reseal_results(lab, path)
-    wave = lab.tree / "wave_equation.py"
-    wave.write_text(wave.read_text() + "\nsteps = 10\n")
-    lab.forget_reference()
-    first, _ = assert_unharmed(lab)
-    assert CACHE_LINE in first.stderr
+    first = _edit_after_planting(lab, path, resealed)  # resealed: still a foreign object
     assert report_of(first)["findings"]
 
 
