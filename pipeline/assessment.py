@@ -6,7 +6,6 @@ Nothing here judges code: findings, hot paths, gates and verdict come out of `ru
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from ..facts import Skipped
 from ..facts.discover import DEFAULT_MAX_FILE_SIZE, EXCLUDED
 from ..rules.catalogue import code_names
 from ..rules.program import load_program
+from .background import Background
 from .cache.facade import Cache
 from .progress import Progress
 from .run import Evaluation, Inputs, discover, evaluate, fact_count, new_database, partial_files
@@ -152,7 +152,9 @@ class Assessment:
     # The codes of the rules evaluated, (code, kind, title, recipe) as their code_info says:
     # the shipped catalogue, with a --rules file's own codes (T001, ...) when it adds some.
     codes: list[tuple[str, str, str, str]] = field(default_factory=list)
-    saving: Saving | None = field(default=None, repr=False)  # see assess(save_later=True)
+    # The end of a run (saving its results, closing the caches) while the report is made:
+    # see assess(save_later=True).
+    saving: Background | None = field(default=None, repr=False)
 
     def wait_saved(self) -> None:
         """Return once the results are saved and the caches closed (at once unless
@@ -192,28 +194,6 @@ class Assessment:
 
     def source_line(self, file: str, line: int) -> str:
         return self.raw_line(file, line).strip()
-
-
-class Saving:
-    """The end of a run (saving its results, closing the caches) done in a thread of its own:
-    writing and sealing them is DuckDB's and hashlib's work, which leaves the interpreter to
-    the report meanwhile."""
-
-    def __init__(self, work: Callable[[], None], name: str = "cpq-saving") -> None:
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(work,), name=name)
-        self._thread.start()
-
-    def _run(self, work: Callable[[], None]) -> None:
-        try:
-            work()
-        except BaseException as exc:  # raised again in the thread that waits
-            self._error = exc
-
-    def wait(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
 
 
 def assess(
@@ -280,7 +260,7 @@ def assess(
                     # Nothing reads the database while it is checkpointed: a checkpoint that
                     # fails (a full disk) leaves DuckDB unusable, and the report must not fail.
                     read = ResultRows(found.db, report)
-                    result.saving = Saving(lambda: _keep_and_close(cache, found, program))
+                    result.saving = Background(lambda: _keep_and_close(cache, found, program), "cpq-saving")
                     closing = None
                     read_back(result, found, inputs, report, read)
                 else:
@@ -303,7 +283,7 @@ def _keep_and_close(cache: Cache, found: Evaluation, program: Program) -> None:
     sealed by DuckDB and hashlib, which leave the interpreter to the report (the store's
     close came after the save: some 30 ms on the path to the end of an edit's run on NumPy).
     The store's entries are written already (FactStore.write_pending_soon)."""
-    store_closed = Saving(cache.close_store, name="cpq-store-closing")
+    store_closed = Background(cache.close_store, "cpq-store-closing")
     try:
         cache.keep(found, program, reopen=False)
     finally:

@@ -26,6 +26,7 @@ import duckdb
 
 from ...engine import Database, DatalogError
 from ...engine.update import UpdateTooLarge
+from ..background import Background
 from ..progress import Progress
 from ..run import (
     Evaluation,
@@ -126,8 +127,8 @@ class Cache:
             or self._fresh(program, context, inputs, jobs, progress)
         )
         if self._store is not None:
-            # What the store keeps of this run and has not compressed yet (an update's files)
-            # is compressed while the report is made, on the core that leaves idle.
+            # What the store keeps of this run and has not written yet (an update's files) is
+            # compressed and written while the report is made, on the core that leaves idle.
             self._store.write_pending_soon()
         return found
 
@@ -157,7 +158,7 @@ class Cache:
             return None
         partial = results.partial_path(self.directory, self.results_key)
         db: Database | None = None
-        contents_checked: _ContentsCheck | None = None
+        contents_checked: Background | None = None
         try:
             previous = results.copy_checked(previous_path, previous_key, partial)
             db = Database.open(program, partial, read_only=False, limits=limits(partial))
@@ -165,7 +166,7 @@ class Cache:
             # on the core the changed files' extraction leaves idle).  Until that passes,
             # nothing is written to its tables, nor read from them but the files' layout, from
             # a table (read_layout: a view there could read a file); a failure gives it all up.
-            contents_checked = _ContentsCheck(results.check_contents, db, db.con.cursor())
+            contents_checked = Background(_contents_check(db), "cpq-check-results")
             plan = update.plan_update(results.read_layout(db), inputs)
             if plan is None:
                 raise _NotWorthIt
@@ -235,8 +236,8 @@ class Cache:
                 partial = None
                 return new_database(program, context, inputs)
 
-        # The entries the store keeps of this run are compressed while the facts are written
-        # to the results file, on the core that leaves idle.
+        # The entries the store keeps of this run are compressed and written while the facts
+        # are written to the results file, on the core that leaves idle.
         on_loaded = store.write_pending_soon if store is not None else None
         try:
             found = evaluate(inputs, new_db, store, jobs, progress, on_loaded)
@@ -384,34 +385,17 @@ class _NotWorthIt(Exception):
     """Too many files changed for an update."""
 
 
-class _ContentsCheck:
-    """`check(db, cursor)` run in a thread of its own; `wait` returns once it is done, raising
-    what it raised (the first time), and the cursor is then closed."""
+def _contents_check(db: Database) -> Callable[[], None]:
+    """results.check_contents(db), on a cursor of db's own (closed after it), for a thread."""
+    cursor = db.con.cursor()
 
-    def __init__(
-        self,
-        check: Callable[[Database, duckdb.DuckDBPyConnection], None],
-        db: Database,
-        cursor: duckdb.DuckDBPyConnection,
-    ) -> None:
-        self._error: BaseException | None = None
+    def check() -> None:
+        try:
+            results.check_contents(db, cursor)
+        finally:
+            cursor.close()
 
-        def run() -> None:
-            try:
-                check(db, cursor)
-            except BaseException as exc:  # raised again by wait()
-                self._error = exc
-            finally:
-                cursor.close()
-
-        self._thread = threading.Thread(target=run, name="cpq-check-results")
-        self._thread.start()
-
-    def wait(self) -> None:
-        self._thread.join()
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
+    return check
 
 
 def _make_template(program: Program, key: str) -> None:

@@ -128,8 +128,7 @@ class FactStore:
         def write() -> None:
             with contextlib.suppress(Exception):  # a cache: what is not written is extracted again
                 self._insert(*self._compressed(pending))
-                with contextlib.suppress(duckdb.Error):
-                    self._checkpoint_if_large()
+                self._checkpoint_if_large()
 
         self._writing = threading.Thread(target=write, name="cpq-store-write")
         self._writing.start()
