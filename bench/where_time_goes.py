@@ -1,7 +1,7 @@
 """Where a cold `cpq assess` spends its time, phase by phase, and which strata its evaluation
 spends it in.
 
-    python bench/where_time_goes.py TREE [--evaluations N]
+    python bench/where_time_goes.py TREE [--evaluations N] [--statements]
 
 1. A cold assessment of TREE, in this process, with a fresh store in a temporary folder (the
    tree's own `.cpq/` is left alone): for each phase cpq reports (the progress line's), when it
@@ -11,6 +11,12 @@ spends it in.
    core count: only less CPU then makes the run shorter.
 2. With `--evaluations N`: the same facts evaluated N more times, one stratum at a time
    (so a stratum's time is its own), and the strata that took longest (the least of the N).
+3. With `--statements`: the same facts evaluated once more, one statement at a time, and the
+   relations whose statements took longest: how many statements each ran (one per round of its
+   stratum), and how many of them, and how much of their time, added fewer than SMALL tuples
+   each.  Such a statement costs what DuckDB's planning and its scans of the relations joined
+   cost, however little it adds: the late rounds of a recursive stratum's long chains, the
+   rules that derive a handful of tuples.
 
 The figures move by 10 % or more between runs on a shared machine: compare runs made one after
 the other, several times.
@@ -19,14 +25,22 @@ the other, several times.
 from __future__ import annotations
 
 import argparse
+import re
 import resource
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from cpq.engine import Database
 from cpq.pipeline.assessment import assess
 from cpq.pipeline.progress import Progress
+
+SMALL = 100  # tuples: a statement adding fewer is counted apart
+_INSERT = re.compile(r'INSERT INTO "((?:[^"]|"")+)"')  # the relation a statement adds to
 
 
 def cpu_seconds() -> tuple[float, float]:
@@ -89,11 +103,16 @@ def cold_run(tree: Path) -> None:
     print_timeline(timeline.marks)
 
 
-def strata(tree: Path, evaluations: int, shown: int = 25) -> None:
-    # Evaluated in memory, without the caches, so the database can be evaluated again.
+def evaluated(tree: Path) -> Database:
+    """The tree's facts and rules, evaluated in memory without the caches (so the database can
+    be evaluated again), one stratum at a time (so each one's time is its own)."""
     db = assess(tree, report=False).db
     assert db is not None
-    db.concurrency = 1  # one stratum at a time: each one's time is its own
+    db.concurrency = 1
+    return db
+
+
+def strata(db: Database, evaluations: int, shown: int = 25) -> None:
     least: dict[int, float] = {}
     totals = []
     last = None
@@ -102,7 +121,6 @@ def strata(tree: Path, evaluations: int, shown: int = 25) -> None:
         totals.append(last.seconds)
         for stratum in last.strata:
             least[stratum.index] = min(least.get(stratum.index, float("inf")), stratum.seconds)
-    db.close()
     assert last is not None
     print(
         f"\n{evaluations} evaluation{'s' if evaluations != 1 else ''}, one stratum at a time: "
@@ -119,16 +137,74 @@ def strata(tree: Path, evaluations: int, shown: int = 25) -> None:
         )
 
 
+@dataclass
+class Spent:
+    """What one relation's statements took in an evaluation."""
+
+    statements: int = 0
+    seconds: float = 0.0
+    small: int = 0  # statements that added fewer than SMALL tuples
+    small_seconds: float = 0.0
+
+
+def statements(db: Database, shown: int = 25) -> None:
+    spent: dict[str, Spent] = defaultdict(Spent)
+    run = db._execute_count
+
+    def timed(sql: str, con: Any = None, params: Any = None) -> int:
+        started = time.perf_counter()
+        added = run(sql, con, params)
+        seconds = time.perf_counter() - started
+        found = _INSERT.match(sql.lstrip())
+        if found is not None:
+            this = spent[found.group(1).replace('""', '"')]
+            this.statements += 1
+            this.seconds += seconds
+            if added < SMALL:
+                this.small += 1
+                this.small_seconds += seconds
+        return added
+
+    db._execute_count = timed  # type: ignore[method-assign]
+    try:
+        db.evaluate()
+    finally:
+        del db._execute_count
+    total = Spent(
+        sum(s.statements for s in spent.values()),
+        sum(s.seconds for s in spent.values()),
+        sum(s.small for s in spent.values()),
+        sum(s.small_seconds for s in spent.values()),
+    )
+    print(
+        f"\n1 evaluation, one statement at a time: {total.statements} statements, {total.seconds:.2f}s; "
+        f"{total.small} of them added fewer than {SMALL} tuples each ({total.small_seconds:.2f}s)"
+    )
+    print(f"{'seconds':>8} {'statements':>10} {'small':>5} {'small s':>7}  relation")
+    for name, this in sorted(spent.items(), key=lambda item: -item[1].seconds)[:shown]:
+        print(
+            f"{this.seconds:7.3f}s {this.statements:10d} {this.small:5d} {this.small_seconds:6.3f}s  {name}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tree", type=Path)
     parser.add_argument("--evaluations", type=int, default=0, metavar="N")
+    parser.add_argument("--statements", action="store_true", help="time each relation's statements")
     args = parser.parse_args()
     if not args.tree.is_dir():
         sys.exit(f"{args.tree}: not a folder")
     cold_run(args.tree)
-    if args.evaluations > 0:
-        strata(args.tree, args.evaluations)
+    if args.evaluations > 0 or args.statements:
+        db = evaluated(args.tree)
+        try:
+            if args.evaluations > 0:
+                strata(db, args.evaluations)
+            if args.statements:
+                statements(db)
+        finally:
+            db.close()
 
 
 if __name__ == "__main__":
