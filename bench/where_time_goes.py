@@ -1,5 +1,5 @@
-"""Where a cold `cpq assess` spends its time, phase by phase, and which strata its evaluation
-spends it in.
+"""Where a cold `cpq assess` spends its time, phase by phase, and which strata and statements
+its evaluation spends it in.
 
     python bench/where_time_goes.py TREE [--evaluations N] [--statements]
 

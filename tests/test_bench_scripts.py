@@ -21,8 +21,12 @@ def test_where_time_goes_prints_every_phase_the_longest_strata_and_statements(tm
         (tree / name).write_text((EXAMPLES / name).read_text())
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_STATE_HOME": str(tmp_path / "state")}
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "where_time_goes.py"), str(tree), "--evaluations", "1"]
-        + ["--statements"],
+        [
+            sys.executable,
+            str(REPO / "bench" / "where_time_goes.py"),
+            str(tree),
+            *("--evaluations", "1", "--statements"),
+        ],
         capture_output=True,
         text=True,
         env=env,
